@@ -1,0 +1,57 @@
+"""queen_sync: a synchronous, thread-safe client for the Queen MQ broker.
+
+>>> from queen_sync import Queen
+>>> with Queen("http://localhost:6632") as q:                      # doctest: +SKIP
+...     q.queue("orders").partition("acme").push({"data": {"id": 1}})
+
+``codec_backend`` says which codec is active: ``"cython"`` (compiled) or ``"python"``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from . import codec as _codec
+from .client import Queen
+from .errors import (
+    AckError,
+    AuthenticationError,
+    BrokerError,
+    BufferFullError,
+    ClientClosedError,
+    InvalidInputError,
+    LeaseError,
+    ProtocolError,
+    QueenConnectionError,
+    QueenError,
+    QueenHTTPError,
+    QueenTimeoutError,
+    RouteNotFoundError,
+    TransactionError,
+)
+
+__version__ = "0.1.0"
+
+#: ``"cython"`` when the compiled codec is active, else ``"python"``.
+codec_backend: str = _codec.BACKEND
+
+logging.getLogger("queen_sync").addHandler(logging.NullHandler())
+
+__all__ = [
+    "Queen",
+    "codec_backend",
+    "QueenError",
+    "InvalidInputError",
+    "ProtocolError",
+    "ClientClosedError",
+    "BufferFullError",
+    "QueenConnectionError",
+    "QueenTimeoutError",
+    "BrokerError",
+    "QueenHTTPError",
+    "AuthenticationError",
+    "RouteNotFoundError",
+    "AckError",
+    "LeaseError",
+    "TransactionError",
+]

@@ -1,0 +1,416 @@
+"""Pure-Python codec: the only place (with its compiled twin ``queen_sync._ccodec``) where
+Queen wire bodies are built and read.
+
+Both backends expose exactly the functions below and must give byte-identical bodies and
+equal decoded values for the same input (see ``tests/test_codec_parity.py``). The client
+never imports this module directly: it goes through :mod:`queen_sync.codec`.
+
+Conventions:
+- ``id_source`` is an optional zero-argument callable returning a transaction id string; it
+  exists so tests can inject deterministic ids. ``None`` mints time-ordered UUIDv7 ids.
+- Every ``encode_*`` function returns ``bytes`` (compact UTF-8 JSON) and raises
+  :class:`~queen_sync.errors.InvalidInputError` for bad input, before anything is sent.
+- Every ``decode_*`` function takes the raw response ``bytes`` and raises
+  :class:`~queen_sync.errors.ProtocolError` for a body that is not JSON or not the expected
+  shape, and :class:`~queen_sync.errors.BrokerError` for a broker refusal carried in a 200 body.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from . import _json
+from .errors import BrokerError, InvalidInputError, ProtocolError
+
+__all__ = [
+    "new_transaction_id",
+    "new_transaction_ids",
+    "is_uuid",
+    "normalize_status",
+    "build_push_items",
+    "encode_push_items",
+    "encode_push",
+    "encode_ack",
+    "encode_ack_batch",
+    "build_tx_push_op",
+    "build_tx_ack_op",
+    "encode_transaction",
+    "encode_renew",
+    "encode_json",
+    "decode_json",
+    "decode_pop",
+    "decode_push_result",
+    "decode_ack_result",
+    "decode_transaction_result",
+    "decode_renew_result",
+    "EMPTY_POP_ERRORS",
+    "QUEUE_MODE",
+]
+
+QUEUE_MODE = "__QUEUE_MODE__"
+
+#: ``error`` values of a pop reply that mean "nothing to deliver right now", not a failure.
+EMPTY_POP_ERRORS = frozenset({"no_available_partition", "partition_not_found", "lease_held"})
+
+_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+_STATUS_ALIASES = {
+    True: "completed",
+    False: "failed",
+    "completed": "completed",
+    "success": "completed",
+    "failed": "failed",
+    "retry": "retry",
+    "dlq": "dlq",
+}
+
+_HEX = "0123456789abcdef"
+
+
+# --------------------------------------------------------------------------- ids
+
+
+def new_transaction_ids(n: int) -> List[str]:
+    """Mint ``n`` UUIDv7 strings (RFC 9562): 48-bit Unix milliseconds, version 7, 74 random
+    bits from ``os.urandom``. Ids minted in a later millisecond sort after earlier ones."""
+    ms = time.time_ns() // 1_000_000
+    raw = os.urandom(10 * n)
+    out = []
+    for i in range(n):
+        r = int.from_bytes(raw[10 * i : 10 * i + 10], "big")
+        value = (ms << 80) | (0x7 << 76) | ((r >> 68) << 64) | (0x2 << 62) | (r & 0x3FFFFFFFFFFFFFFF)
+        h = "%032x" % value
+        out.append(h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:])
+    return out
+
+
+def new_transaction_id() -> str:
+    """Mint one UUIDv7 string (see :func:`new_transaction_ids`)."""
+    return new_transaction_ids(1)[0]
+
+
+def is_uuid(value: Any) -> bool:
+    """True when ``value`` is a str in canonical 8-4-4-4-12 hex UUID form (any version)."""
+    return isinstance(value, str) and _UUID_RE.match(value) is not None
+
+
+def normalize_status(status: Any) -> str:
+    """Map an ack status to its wire string.
+
+    ``True``/``"completed"``/``"success"`` → ``"completed"``; ``False``/``"failed"`` →
+    ``"failed"``; ``"retry"`` and ``"dlq"`` pass through. Anything else raises
+    :class:`InvalidInputError`.
+    """
+    try:
+        return _STATUS_ALIASES[status]
+    except (KeyError, TypeError):
+        pass
+    raise InvalidInputError(
+        "ack status must be True, False, 'completed', 'success', 'failed', 'retry' or 'dlq', got %r" % (status,)
+    )
+
+
+# --------------------------------------------------------------------------- push
+
+
+def _mint(n: int, id_source: Optional[Callable[[], str]]) -> List[str]:
+    if id_source is None:
+        return new_transaction_ids(n)
+    return [id_source() for _ in range(n)]
+
+
+def build_push_items(
+    queue: str,
+    partition: Optional[str],
+    items: Sequence[Mapping[str, Any]],
+    id_source: Optional[Callable[[], str]] = None,
+) -> List[Dict[str, Any]]:
+    """Turn user items into wire push items, in order.
+
+    Args:
+        queue: queue name (already validated by the caller).
+        partition: partition name, or ``None`` for the broker's ``"Default"``.
+        items: dicts. The payload is ``item["data"]`` if present, else ``item["payload"]``,
+            else the whole dict. Optional ``transactionId`` (non-empty str) and ``traceId``
+            (a UUID string of any version).
+        id_source: see the module docstring.
+
+    Returns:
+        a list of dicts ``{"queue", ["partition"], "payload", "transactionId", ["traceId"]}``.
+        A ``transactionId`` is minted for every item that has none.
+
+    Raises:
+        InvalidInputError: an item is not a dict, or has a bad ``transactionId`` / ``traceId``.
+    """
+    n = len(items)
+    missing = 0
+    for item in items:
+        if not isinstance(item, Mapping):
+            raise InvalidInputError("a push item must be a dict such as {'data': ...}, got %s" % type(item).__name__)
+        if item.get("transactionId") is None:
+            missing += 1
+    minted = _mint(missing, id_source) if missing else []
+    j = 0
+    out = []
+    for i in range(n):
+        item = items[i]
+        if "data" in item:
+            payload = item["data"]
+        elif "payload" in item:
+            payload = item["payload"]
+        else:
+            payload = dict(item)
+        tx = item.get("transactionId")
+        if tx is None:
+            tx = minted[j]
+            j += 1
+        elif not isinstance(tx, str) or not tx:
+            raise InvalidInputError("item %d: transactionId must be a non-empty str, got %r" % (i, tx))
+        wire = {"queue": queue}
+        if partition is not None:
+            wire["partition"] = partition
+        wire["payload"] = payload
+        wire["transactionId"] = tx
+        trace = item.get("traceId")
+        if trace is not None:
+            if not is_uuid(trace):
+                raise InvalidInputError(
+                    "item %d: traceId must be a UUID string (a 0.15 broker loops forever on any other), got %r"
+                    % (i, trace)
+                )
+            wire["traceId"] = trace
+        out.append(wire)
+    return out
+
+
+def encode_json(obj: Any) -> bytes:
+    """Serialise any body to compact JSON bytes; non-serialisable content raises
+    :class:`InvalidInputError`."""
+    try:
+        return _json.dumps(obj)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidInputError("payload is not JSON-serialisable: %s" % exc) from None
+
+
+def encode_push_items(wire_items: List[Dict[str, Any]]) -> bytes:
+    """Encode already-built wire items as a ``POST /api/v1/push`` body ``{"items": [...]}``."""
+    return encode_json({"items": wire_items})
+
+
+def encode_push(
+    queue: str,
+    partition: Optional[str],
+    items: Sequence[Mapping[str, Any]],
+    id_source: Optional[Callable[[], str]] = None,
+) -> Tuple[bytes, List[Dict[str, Any]]]:
+    """Build and encode a push body. Returns ``(body, wire_items)``; see
+    :func:`build_push_items` for the item rules."""
+    wire = build_push_items(queue, partition, items, id_source)
+    return encode_push_items(wire), wire
+
+
+# --------------------------------------------------------------------------- ack
+
+
+def _ack_ids(message: Any, where: str) -> Tuple[str, str]:
+    if not isinstance(message, Mapping):
+        raise InvalidInputError("%s: a message must be a dict as returned by pop(), got %s" % (where, type(message).__name__))
+    tx = message.get("transactionId")
+    pid = message.get("partitionId")
+    if not isinstance(tx, str) or not tx:
+        raise InvalidInputError("%s: message has no transactionId" % where)
+    if not isinstance(pid, str) or not pid:
+        raise InvalidInputError("%s: message has no partitionId" % where)
+    return tx, pid
+
+
+def encode_ack(message: Mapping[str, Any], status: Any, group: Optional[str], error: Optional[str] = None) -> bytes:
+    """Encode a ``POST /api/v1/ack`` body for one message.
+
+    ``{"transactionId", "partitionId", "status", "consumerGroup"?, "leaseId"?, "error"?}``:
+    ``consumerGroup`` only when ``group`` is given, ``leaseId`` when the message carries a
+    non-empty one (so the broker fences the ack), ``error`` when given. The message's own
+    ``_status`` / ``_error`` keys override ``status`` / ``error``.
+    """
+    tx, pid = _ack_ids(message, "ack")
+    st = normalize_status(message.get("_status", status))
+    err = message.get("_error", error)
+    body = {"transactionId": tx, "partitionId": pid, "status": st}
+    if group is not None:
+        body["consumerGroup"] = group
+    lease = message.get("leaseId")
+    if lease:
+        body["leaseId"] = lease
+    if err is not None:
+        body["error"] = str(err)
+    return encode_json(body)
+
+
+def encode_ack_batch(
+    messages: Sequence[Mapping[str, Any]], status: Any, group: Optional[str], error: Optional[str] = None
+) -> bytes:
+    """Encode a ``POST /api/v1/ack/batch`` body ``{"acknowledgments": [...], "consumerGroup"?}``.
+
+    The broker applies the body-level group to every item, so all messages must share
+    ``group``. An empty list raises :class:`InvalidInputError` (a 0.15 broker never answers it).
+    """
+    if not messages:
+        raise InvalidInputError("refusing to send an empty batch ack (a Queen 0.15 broker never answers one)")
+    acks = []
+    for i, message in enumerate(messages):
+        tx, pid = _ack_ids(message, "ack item %d" % i)
+        item = {"transactionId": tx, "partitionId": pid, "status": normalize_status(message.get("_status", status))}
+        lease = message.get("leaseId")
+        if lease:
+            item["leaseId"] = lease
+        err = message.get("_error", error)
+        if err is not None:
+            item["error"] = str(err)
+        acks.append(item)
+    body: Dict[str, Any] = {"acknowledgments": acks}
+    if group is not None:
+        body["consumerGroup"] = group
+    return encode_json(body)
+
+
+# --------------------------------------------------------------------------- transaction
+
+
+def build_tx_push_op(
+    queue: str,
+    partition: Optional[str],
+    items: Sequence[Mapping[str, Any]],
+    id_source: Optional[Callable[[], str]] = None,
+) -> Dict[str, Any]:
+    """Build a transaction push operation ``{"type": "push", "items": [...]}`` (items as in
+    :func:`build_push_items`, each with a client-minted ``transactionId``)."""
+    if not items:
+        raise InvalidInputError("a transaction push needs at least one item")
+    return {"type": "push", "items": build_push_items(queue, partition, items, id_source)}
+
+
+def build_tx_ack_op(message: Mapping[str, Any], status: Any, group: Optional[str]) -> Dict[str, Any]:
+    """Build a transaction ack operation
+    ``{"type": "ack", "transactionId", "partitionId", "status", "consumerGroup"?, "leaseId"?}``.
+
+    The message's ``leaseId`` is always carried when it has one, so the broker rejects the
+    whole commit if the lease has expired.
+    """
+    tx, pid = _ack_ids(message, "transaction ack")
+    op = {"type": "ack", "transactionId": tx, "partitionId": pid, "status": normalize_status(status)}
+    if group is not None:
+        op["consumerGroup"] = group
+    lease = message.get("leaseId")
+    if lease:
+        op["leaseId"] = lease
+    return op
+
+
+def encode_transaction(operations: Sequence[Mapping[str, Any]]) -> bytes:
+    """Encode a ``POST /api/v1/transaction`` body ``{"operations": [...]}``."""
+    if not operations:
+        raise InvalidInputError("Transaction has no operations to commit")
+    return encode_json({"operations": list(operations)})
+
+
+# --------------------------------------------------------------------------- lease
+
+
+def encode_renew(seconds: Optional[int] = None) -> bytes:
+    """Encode a ``POST /api/v1/lease/{leaseId}/extend`` body: ``{}`` or ``{"seconds": N}``
+    (never empty: the broker answers an empty body with 400)."""
+    if seconds is None:
+        return b"{}"
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+        raise InvalidInputError("lease extension must be a positive int of seconds, got %r" % (seconds,))
+    return encode_json({"seconds": seconds})
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def decode_json(body: Any) -> Any:
+    """Parse a response body (bytes / str). Raises :class:`ProtocolError` on invalid JSON."""
+    if not body:
+        raise ProtocolError("empty response body", body)
+    try:
+        return _json.loads(body)
+    except (_json.DecodeError, ValueError, TypeError) as exc:
+        raise ProtocolError("response body is not JSON: %s" % exc, body if isinstance(body, bytes) else None) from None
+
+
+def _refusal(doc: Mapping[str, Any], what: str) -> BrokerError:
+    err = doc.get("error")
+    return BrokerError("%s refused by the broker: %s" % (what, err), status=200, error=err, body=doc)
+
+
+def decode_pop(body: Any) -> List[Dict[str, Any]]:
+    """Decode a pop reply into its list of message dicts (as the broker sent them:
+    ``id, transactionId, partitionId, partition, data, createdAt, leaseId, consumerGroup,
+    traceId, producerSub``).
+
+    The "nothing to deliver" replies (``no_available_partition``, ``partition_not_found``,
+    ``lease_held``, an expired long poll, pop maintenance's ``paused``) give ``[]``. Any
+    other ``error`` raises :class:`BrokerError`.
+    """
+    doc = decode_json(body)
+    if not isinstance(doc, dict):
+        raise ProtocolError("pop reply is not a JSON object", body if isinstance(body, bytes) else None)
+    messages = doc.get("messages")
+    err = doc.get("error")
+    if err is not None and err not in EMPTY_POP_ERRORS:
+        raise _refusal(doc, "pop")
+    if messages is None:
+        if err is not None:
+            return []
+        raise ProtocolError("pop reply has no 'messages' list", body if isinstance(body, bytes) else None)
+    if not isinstance(messages, list):
+        raise ProtocolError("pop reply 'messages' is not a list", body if isinstance(body, bytes) else None)
+    for m in messages:
+        if not isinstance(m, dict):
+            raise ProtocolError("pop reply holds a message that is not an object", body if isinstance(body, bytes) else None)
+    return messages
+
+
+def _decode_list(body: Any, what: str) -> List[Dict[str, Any]]:
+    doc = decode_json(body)
+    if isinstance(doc, dict):
+        if "error" in doc:
+            raise _refusal(doc, what)
+        raise ProtocolError("%s reply is an object, expected a list" % what, body if isinstance(body, bytes) else None)
+    if not isinstance(doc, list):
+        raise ProtocolError("%s reply is not a list" % what, body if isinstance(body, bytes) else None)
+    for r in doc:
+        if not isinstance(r, dict):
+            raise ProtocolError("%s reply holds an item that is not an object" % what, body if isinstance(body, bytes) else None)
+    return doc
+
+
+def decode_push_result(body: Any) -> List[Dict[str, Any]]:
+    """Decode a push reply: a list of ``{index, status, transaction_id, message_id, ...}`` in
+    input order. ``{"error": ...}`` raises :class:`BrokerError`."""
+    return _decode_list(body, "push")
+
+
+def decode_ack_result(body: Any) -> List[Dict[str, Any]]:
+    """Decode an ack / batch-ack reply: a list of ``{index, transactionId, success, error,
+    queueName, partitionName, leaseReleased, dlq}``. ``{"error": ...}`` raises
+    :class:`BrokerError`. Per-item verdicts are left to the caller."""
+    return _decode_list(body, "ack")
+
+
+def decode_renew_result(body: Any) -> List[Dict[str, Any]]:
+    """Decode a lease-extend reply: a list of ``{index, leaseId, success, error, expiresAt}``."""
+    return _decode_list(body, "lease extend")
+
+
+def decode_transaction_result(body: Any) -> Dict[str, Any]:
+    """Decode a transaction reply ``{success, transactionId, results, error?}`` (returned
+    as is; the caller raises on ``success: false``)."""
+    doc = decode_json(body)
+    if not isinstance(doc, dict):
+        raise ProtocolError("transaction reply is not a JSON object", body if isinstance(body, bytes) else None)
+    return doc

@@ -1,0 +1,63 @@
+"""The codec interface: picks the compiled backend or its pure-Python twin at import time.
+
+- ``queen_sync._ccodec`` (Cython, built from ``_speedups/``) is used when importable;
+- ``QUEEN_SYNC_NO_EXTENSIONS=1`` forces the pure backend (``queen_sync._pycodec``);
+- ``QUEEN_SYNC_REQUIRE_EXTENSIONS=1`` turns a missing compiled backend into ``ImportError``.
+
+Every wire body of the client is built and read through the names re-exported here; see
+``queen_sync._pycodec`` for their contracts. ``BACKEND`` is ``"cython"`` or ``"python"``.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+from . import _pycodec
+
+__all__ = ["BACKEND", "IMPL", "is_compiled", "load_backend"] + list(_pycodec.__all__)
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def load_backend(name: str) -> ModuleType:
+    """Return the codec module named ``"cython"`` or ``"python"`` (for tests that compare
+    both). Raises ImportError when the compiled one is not built."""
+    if name == "python":
+        return _pycodec
+    if name == "cython":
+        from . import _ccodec  # type: ignore[attr-defined]
+
+        return _ccodec
+    raise ValueError("unknown codec backend %r" % (name,))
+
+
+def _select() -> ModuleType:
+    if _truthy("QUEEN_SYNC_NO_EXTENSIONS"):
+        if _truthy("QUEEN_SYNC_REQUIRE_EXTENSIONS"):
+            raise ImportError("QUEEN_SYNC_NO_EXTENSIONS and QUEEN_SYNC_REQUIRE_EXTENSIONS are both set")
+        return _pycodec
+    try:
+        return load_backend("cython")
+    except ImportError:
+        if _truthy("QUEEN_SYNC_REQUIRE_EXTENSIONS"):
+            raise ImportError(
+                "QUEEN_SYNC_REQUIRE_EXTENSIONS is set but the compiled codec queen_sync._ccodec is not importable"
+            ) from None
+        return _pycodec
+
+
+IMPL: ModuleType = _select()
+BACKEND: str = "python" if IMPL is _pycodec else "cython"
+
+
+def is_compiled() -> bool:
+    """True when the compiled (Cython) codec is active."""
+    return BACKEND == "cython"
+
+
+for _name in _pycodec.__all__:
+    globals()[_name] = getattr(IMPL, _name)
+del _name

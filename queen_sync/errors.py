@@ -1,0 +1,152 @@
+"""The exception hierarchy of queen_sync.
+
+Every exception this package raises on purpose derives from :class:`QueenError`::
+
+    QueenError
+    ├── InvalidInputError        bad arguments, caught before anything is sent (also a ValueError)
+    ├── ProtocolError            a response body that is not what a Queen broker sends
+    ├── ClientClosedError        the Queen client was closed
+    ├── BufferFullError          a bounded producer buffer stayed full past its timeout
+    ├── QueenConnectionError     the broker could not be reached, or the connection broke
+    │   └── QueenTimeoutError    a connect or read timeout (also a TimeoutError)
+    └── BrokerError              the broker answered, and refused
+        ├── QueenHTTPError       ... with a non-2xx HTTP status
+        │   ├── AuthenticationError   401 / 403
+        │   └── RouteNotFoundError    404: the broker has no such route
+        ├── AckError             an ack / nack the broker refused (per-item verdicts)
+        ├── LeaseError           a lease renewal the broker refused
+        └── TransactionError     a transaction the broker rejected (rolled back)
+
+A Queen 0.15 broker answers most failures with HTTP 200 and ``success: false`` or an
+``error`` key in the body; those become :class:`BrokerError` subclasses too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = [
+    "QueenError",
+    "InvalidInputError",
+    "ProtocolError",
+    "ClientClosedError",
+    "BufferFullError",
+    "QueenConnectionError",
+    "QueenTimeoutError",
+    "BrokerError",
+    "QueenHTTPError",
+    "AuthenticationError",
+    "RouteNotFoundError",
+    "AckError",
+    "LeaseError",
+    "TransactionError",
+]
+
+
+class QueenError(Exception):
+    """Root of every error raised by queen_sync."""
+
+
+class InvalidInputError(QueenError, ValueError):
+    """An argument is invalid; raised before any request is sent."""
+
+
+class ProtocolError(QueenError):
+    """A response body could not be decoded, or has a shape a Queen broker never sends.
+
+    Attributes:
+        body: the raw response bytes (possibly truncated to 2 KiB), or ``None``.
+    """
+
+    def __init__(self, message: str, body: Optional[bytes] = None) -> None:
+        super().__init__(message)
+        self.body = body[:2048] if isinstance(body, (bytes, bytearray)) else body
+
+
+class ClientClosedError(QueenError):
+    """The :class:`~queen_sync.Queen` client (or a buffer of it) was closed."""
+
+
+class BufferFullError(QueenError):
+    """A bounded producer buffer stayed full for longer than the push timeout."""
+
+
+class QueenConnectionError(QueenError):
+    """The broker could not be reached, or the connection broke before a full reply.
+
+    Attributes:
+        url: the broker base URL that failed (no credentials), or ``None``.
+    """
+
+    def __init__(self, message: str, url: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class QueenTimeoutError(QueenConnectionError, TimeoutError):
+    """A connect or read timeout expired."""
+
+
+class BrokerError(QueenError):
+    """The broker answered and refused the request.
+
+    Attributes:
+        status: the HTTP status of the reply (a Queen 0.15 broker says 200 for most refusals).
+        error: the broker's ``error`` text, when it gave one.
+        body: the decoded reply body (dict / list) or raw text.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: Optional[int] = None,
+        error: Optional[str] = None,
+        body: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.body = body
+
+
+class QueenHTTPError(BrokerError):
+    """The broker answered with a non-2xx HTTP status."""
+
+
+class AuthenticationError(QueenHTTPError):
+    """401 (no or bad token) or 403 (insufficient permissions)."""
+
+
+class RouteNotFoundError(QueenHTTPError):
+    """404: the broker has no such route (a 0.15 broker answers with an HTML page)."""
+
+
+class AckError(BrokerError):
+    """An ack or nack was refused by the broker.
+
+    Attributes:
+        results: the broker's per-item results (list of dicts), in request order.
+        failed: the subset of ``results`` whose ``success`` is false.
+    """
+
+    def __init__(self, message: str, *, results: Any = None, failed: Any = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.results = results if results is not None else []
+        self.failed = failed if failed is not None else []
+
+
+class LeaseError(BrokerError):
+    """A lease renewal was refused (``Lease not found``, ``Lease already expired``)."""
+
+
+class TransactionError(BrokerError):
+    """The broker rejected a transaction; nothing of it was applied.
+
+    Attributes:
+        result: the broker's full reply dict (``success: false``, ``error``, ``results``).
+    """
+
+    def __init__(self, message: str, *, result: Any = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.result = result
