@@ -1,5 +1,387 @@
-"""Placeholder: replaced by the client implementation."""
+"""The :class:`Queen` client: one object, safe to share across threads.
+
+>>> from queen_sync import Queen
+>>> with Queen("http://127.0.0.1:6632") as q:                          # doctest: +SKIP
+...     q.queue("orders").partition("acme").push({"data": {"id": 1}})
+...     msgs = q.queue("orders").group("billing").batch(10).wait(True).pop()
+...     q.ack(msgs, True)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from urllib.parse import urlsplit
+
+from . import codec
+from .builders import QueueBuilder, TransactionBuilder, group_from_context, resolve_group, validate_path_token
+from .errors import AckError, ClientClosedError, InvalidInputError, LeaseError, ProtocolError
+from .transport import DEFAULT_POOL_MAXSIZE, Response, Transport
+
+__all__ = ["Queen"]
+
+log = logging.getLogger("queen_sync.client")
+
+Message = Dict[str, Any]
+_UrlArg = Union[str, Sequence[str], None]
 
 
-class Queen:  # pragma: no cover - placeholder
-    pass
+def _parse_urls(url: _UrlArg, urls: _UrlArg) -> List[str]:
+    if url is not None and urls is not None:
+        raise InvalidInputError("give either url or urls, not both")
+    raw: Any = url if url is not None else urls
+    if raw is None:
+        env = os.environ.get("QUEEN_URL", "").strip()
+        if not env:
+            raise InvalidInputError("no broker URL: pass url=/urls= or set QUEEN_URL")
+        raw = [u for u in (p.strip() for p in env.split(",")) if u]
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, (list, tuple)) or not raw:
+        raise InvalidInputError("urls must be a non-empty list of broker URLs, got %r" % (raw,))
+    out: List[str] = []
+    for u in raw:
+        if not isinstance(u, str) or not u.strip():
+            raise InvalidInputError("a broker URL must be a non-empty str, got %r" % (u,))
+        u = u.strip()
+        try:
+            parts = urlsplit(u)
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError as exc:
+            raise InvalidInputError("invalid broker URL %r: %s" % (u, exc)) from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidInputError("a broker URL must look like http(s)://host:port, got %r" % (u,))
+        if parts.username is not None or parts.password is not None:
+            raise InvalidInputError("credentials in the broker URL are not supported; use bearer_token=")
+        if parts.query or parts.fragment:
+            raise InvalidInputError("a broker URL must not have a query or fragment, got %r" % (u,))
+        clean = "%s://%s%s" % (parts.scheme, parts.netloc, parts.path.rstrip("/"))
+        if clean not in out:
+            out.append(clean)
+    return out
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError("%s must be an int >= %d, got %r" % (name, minimum, value))
+    return value
+
+
+class Queen:
+    """A blocking, thread-safe client for a Queen MQ broker.
+
+    Args:
+        url: a broker base URL such as ``"http://host:6632"``, or a list of them. A trailing
+            slash is harmless. When neither ``url`` nor ``urls`` is given, ``QUEEN_URL`` is read
+            (a comma-separated list is allowed).
+        urls: a list of broker base URLs (alternative to ``url``); with several, calls go
+            round-robin and fail over to the next URL on connection errors.
+        timeout_millis: per-attempt connect/read timeout in **milliseconds** (default 30000).
+            Long-poll pops use their own long-poll timeout + 5000 ms as read timeout.
+        retry_attempts: total attempts per call (default 3). Connection errors before the
+            request was sent are always retried; read errors, timeouts and 5xx only for
+            idempotent calls (GET, push, configure, delete, lease extend); 4xx never.
+        retry_delay_millis: first backoff delay in milliseconds (default 500), doubling per
+            retry with jitter, capped at ``retry_max_delay_millis`` (default 10000).
+        bearer_token: sent as ``Authorization: Bearer <token>``; never logged nor shown in repr.
+        headers: extra request headers, applied last.
+        pool_maxsize: connections kept alive per broker host (default 64).
+        connect_timeout_millis: connect timeout in milliseconds (default ``min(timeout_millis, 10000)``).
+
+    Raises:
+        InvalidInputError: no URL, a URL that is not http(s), or a bad option value.
+
+    The client installs no signal handlers and may be built in any thread. Use it as a
+    context manager or call :meth:`close`; every call after ``close()`` raises
+    :class:`ClientClosedError`.
+    """
+
+    def __init__(
+        self,
+        url: _UrlArg = None,
+        *,
+        urls: _UrlArg = None,
+        timeout_millis: int = 30000,
+        retry_attempts: int = 3,
+        retry_delay_millis: int = 500,
+        retry_max_delay_millis: int = 10000,
+        bearer_token: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        pool_maxsize: int = DEFAULT_POOL_MAXSIZE,
+        connect_timeout_millis: Optional[int] = None,
+    ) -> None:
+        self._urls = _parse_urls(url, urls)
+        self._timeout_millis = _check_int("timeout_millis", timeout_millis, 1)
+        _check_int("retry_attempts", retry_attempts, 1)
+        _check_int("retry_delay_millis", retry_delay_millis, 0)
+        _check_int("retry_max_delay_millis", retry_max_delay_millis, 0)
+        _check_int("pool_maxsize", pool_maxsize, 1)
+        if connect_timeout_millis is not None:
+            _check_int("connect_timeout_millis", connect_timeout_millis, 1)
+        if bearer_token is not None and not isinstance(bearer_token, str):
+            raise InvalidInputError("bearer_token must be a str")
+        if headers is not None and not isinstance(headers, Mapping):
+            raise InvalidInputError("headers must be a dict of str to str")
+        self._transport = Transport(
+            self._urls,
+            timeout_millis=timeout_millis,
+            retry_attempts=retry_attempts,
+            retry_delay_millis=retry_delay_millis,
+            retry_max_delay_millis=retry_max_delay_millis,
+            bearer_token=bearer_token,
+            headers=headers,
+            pool_maxsize=pool_maxsize,
+            connect_timeout_millis=connect_timeout_millis,
+        )
+        self._close_lock = threading.Lock()
+        self._closed = False
+
+    # ------------------------------------------------------------------ basics
+
+    def __repr__(self) -> str:
+        return "Queen(urls=%r, timeout_millis=%d%s)" % (
+            list(self._urls),
+            self._timeout_millis,
+            ", closed" if self._closed else "",
+        )
+
+    def __enter__(self) -> "Queen":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def urls(self) -> List[str]:
+        """The broker base URLs (normalised, without trailing slash)."""
+        return list(self._urls)
+
+    @property
+    def timeout_millis(self) -> int:
+        """The per-attempt timeout, in milliseconds."""
+        return self._timeout_millis
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._closed
+
+    def close(self) -> None:
+        """Close the connection pool. Idempotent; later calls raise :class:`ClientClosedError`."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._transport.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the Queen client is closed")
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Optional[bytes] = None,
+        query: Optional[Mapping[str, Any]] = None,
+        idempotent: bool,
+        timeout_millis: Optional[int] = None,
+    ) -> Response:
+        """Internal: send one call through the transport (see :meth:`Transport.request`)."""
+        self._check_open()
+        return self._transport.request(
+            method, path, body=body, query=query, idempotent=idempotent, timeout_millis=timeout_millis
+        )
+
+    # ------------------------------------------------------------------ builders
+
+    def queue(self, name: str) -> QueueBuilder:
+        """A builder for queue ``name`` (push, pop, consume, create, delete).
+
+        Raises:
+            InvalidInputError: the name is empty or has characters outside ``[A-Za-z0-9._~-]``.
+            ClientClosedError: the client is closed.
+        """
+        self._check_open()
+        return QueueBuilder(self, name)
+
+    def transaction(self) -> TransactionBuilder:
+        """A builder for an atomic bundle of pushes and acks (``POST /api/v1/transaction``)."""
+        self._check_open()
+        return TransactionBuilder(self)
+
+    # ------------------------------------------------------------------ ack
+
+    def ack(
+        self,
+        message: Union[Message, Sequence[Message]],
+        status: Any = True,
+        context: Optional[Mapping[str, Any]] = None,
+    ) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
+        """Acknowledge (or nack) one popped message or a list of them.
+
+        Args:
+            message: a message dict as returned by ``pop()`` (needs ``transactionId`` and
+                ``partitionId``; its ``leaseId`` is sent so the broker fences the ack), or a
+                list of them. A message's own ``_status`` / ``_error`` keys override
+                ``status`` / the context error.
+            status: ``True``/``"completed"``/``"success"`` (done), ``False``/``"failed"``
+                (nack: redelivered until the queue's retry limit, then dead-letter queue),
+                ``"retry"`` (redeliver without counting) or ``"dlq"`` (straight to the DLQ).
+            context: optional ``{"group": g}`` or ``{"consumer_group": g}`` (consumer group),
+                and ``{"error": "text"}`` (nack reason). Without a group, each message's own
+                ``consumerGroup`` is used (queue mode for ``__QUEUE_MODE__``).
+
+        Returns:
+            for one message, the broker's result dict ``{index, transactionId, success, error,
+            queueName, partitionName, leaseReleased, dlq}``; for a list, the list of those in
+            input order (``index`` is the input position). An empty list returns ``[]``
+            without a request.
+
+        Raises:
+            InvalidInputError: a bad message, status or context (nothing sent).
+            AckError: the broker refused one or more items (``.results``, ``.failed``); for
+                a list, every batch is still sent first.
+            BrokerError / QueenConnectionError: the call itself failed.
+
+        Wire: one message → ``POST /api/v1/ack``; a list → one ``POST /api/v1/ack/batch`` per
+        effective consumer group (the broker applies the body-level group to every item).
+        """
+        group, error = _ack_context(context)
+        codec.normalize_status(status)
+        if isinstance(message, Mapping):
+            eff = resolve_group(message, group)
+            body = codec.encode_ack(message, status, eff, error)
+            resp = self._request("POST", "/api/v1/ack", body=body, idempotent=False)
+            results = codec.decode_ack_result(resp.data)
+            if len(results) != 1:
+                raise ProtocolError("ack reply has %d items, expected 1" % len(results), resp.data)
+            result = results[0]
+            if result.get("success") is not True:
+                raise AckError(
+                    "ack of %s refused by the broker: %s" % (message.get("transactionId"), result.get("error")),
+                    status=resp.status,
+                    error=result.get("error"),
+                    body=results,
+                    results=results,
+                    failed=[result],
+                )
+            return result
+        if isinstance(message, (str, bytes)) or not isinstance(message, Sequence):
+            raise InvalidInputError(
+                "ack() takes a message dict or a list of them, got %s" % type(message).__name__
+            )
+        messages = list(message)
+        if not messages:
+            return []
+        batches: "OrderedDict[Optional[str], List[Tuple[int, Message]]]" = OrderedDict()
+        for i, m in enumerate(messages):
+            if not isinstance(m, Mapping):
+                raise InvalidInputError("ack item %d: a message must be a dict, got %s" % (i, type(m).__name__))
+            batches.setdefault(resolve_group(m, group), []).append((i, m))
+        encoded = []
+        for eff, items in batches.items():
+            encoded.append((items, codec.encode_ack_batch([m for _, m in items], status, eff, error)))
+        out: List[Optional[Dict[str, Any]]] = [None] * len(messages)
+        for items, body in encoded:
+            resp = self._request("POST", "/api/v1/ack/batch", body=body, idempotent=False)
+            results = codec.decode_ack_result(resp.data)
+            if len(results) != len(items):
+                raise ProtocolError(
+                    "batch ack reply has %d items, expected %d" % (len(results), len(items)), resp.data
+                )
+            ordered = sorted(results, key=lambda r: r.get("index", 0)) if _has_indexes(results) else results
+            for (pos, _), r in zip(items, ordered):
+                r = dict(r)
+                r["index"] = pos
+                out[pos] = r
+        final: List[Dict[str, Any]] = [r for r in out if r is not None]
+        failed = [r for r in final if r.get("success") is not True]
+        if failed:
+            raise AckError(
+                "%d of %d acks refused by the broker: %s"
+                % (len(failed), len(final), ", ".join(sorted({str(r.get("error")) for r in failed}))),
+                status=200,
+                error=failed[0].get("error"),
+                body=final,
+                results=final,
+                failed=failed,
+            )
+        return final
+
+    # ------------------------------------------------------------------ renew
+
+    def renew(
+        self,
+        target: Union[str, Message, Sequence[Union[str, Message]]],
+        seconds: Optional[int] = None,
+    ) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
+        """Extend leases.
+
+        Args:
+            target: a lease id (str), a popped message (its ``leaseId``), or a list of them;
+                lease ids are de-duplicated in order (one pop shares one lease).
+            seconds: new lease length in **seconds** (the broker default is 60). The broker
+                sets expiry to max(current expiry, now + seconds).
+
+        Returns:
+            the broker's result dict ``{index, leaseId, success, error, expiresAt}`` for a
+            single target, or a list of them (one per distinct lease) for a list.
+
+        Raises:
+            InvalidInputError: no lease id (e.g. a message popped with ``auto_ack(True)``).
+            LeaseError: the broker refused a renewal (``Lease not found``, ``Lease already
+                expired``); for a list, every lease is tried first. ``.body`` holds the results.
+
+        Wire: ``POST /api/v1/lease/{leaseId}/extend`` with ``{}`` or ``{"seconds": N}``, one per lease.
+        """
+        body = codec.encode_renew(seconds)
+        single = isinstance(target, (str, Mapping))
+        items = [target] if single else target
+        if isinstance(items, bytes) or not isinstance(items, Sequence):
+            raise InvalidInputError("renew() takes a lease id, a message or a list of them, got %r" % (target,))
+        lease_ids: List[str] = []
+        for i, t in enumerate(items):
+            if isinstance(t, Mapping):
+                lease = t.get("leaseId")
+                if not lease:
+                    raise InvalidInputError("renew item %d: the message has no leaseId (popped with auto-ack?)" % i)
+            else:
+                lease = t
+            validate_path_token("lease id", lease)
+            if lease not in lease_ids:
+                lease_ids.append(lease)
+        if not lease_ids:
+            return []
+        results: List[Dict[str, Any]] = []
+        for lease in lease_ids:
+            resp = self._request("POST", "/api/v1/lease/%s/extend" % lease, body=body, idempotent=True)
+            got = codec.decode_renew_result(resp.data)
+            if len(got) != 1:
+                raise ProtocolError("lease extend reply has %d items, expected 1" % len(got), resp.data)
+            results.append(got[0])
+        failed = [r for r in results if r.get("success") is not True]
+        if failed:
+            raise LeaseError(
+                "lease renewal refused by the broker: %s"
+                % ", ".join("%s (%s)" % (r.get("leaseId"), r.get("error")) for r in failed),
+                status=200,
+                error=failed[0].get("error"),
+                body=results,
+            )
+        return results[0] if single else results
+
+
+def _has_indexes(results: List[Dict[str, Any]]) -> bool:
+    return all(isinstance(r.get("index"), int) for r in results)
+
+
+def _ack_context(context: Optional[Mapping[str, Any]]) -> Tuple[Optional[str], Optional[str]]:
+    """Read ``{"group"|"consumer_group"|"consumerGroup": g, "error": text}``."""
+    group, extra = group_from_context(context, ("error",))
+    error = extra.get("error")
+    return group, (None if error is None else str(error))

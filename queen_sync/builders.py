@@ -1,0 +1,656 @@
+"""Fluent, blocking builders: :class:`QueueBuilder` (create / delete / push / pop / consume)
+and :class:`TransactionBuilder` (atomic pushes + acks).
+
+Every setter of :class:`QueueBuilder` returns a **new** builder (the original is unchanged),
+so a builder can be kept and reused, even from several threads::
+
+    orders = q.queue("orders")
+    orders.partition("acme").push({"data": {"id": 1}})      # orders itself has no partition
+    msgs = orders.group("billing").batch(10).wait(True).pop()
+
+Names of queues, partitions and consumer groups must be non-empty strings of URL-safe
+characters ``[A-Za-z0-9._~-]`` (not ``"."`` nor ``".."``): a 0.15 broker does not URL-decode
+paths. Bad input raises :class:`InvalidInputError` before anything is sent.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import codec
+from .errors import BrokerError, InvalidInputError, TransactionError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Queen
+    from .consumer import ConsumeResult
+
+__all__ = [
+    "QueueBuilder",
+    "TransactionBuilder",
+    "TransactionQueueBuilder",
+    "PopSpec",
+    "execute_pop",
+    "validate_name",
+    "validate_path_token",
+    "resolve_group",
+    "group_from_context",
+    "QUEUE_OPTIONS",
+    "QUEUE_OPTION_DEFAULTS",
+]
+
+Message = Dict[str, Any]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9._~-]+$")
+
+#: The broker's queue options (camelCase wire name → kind), as ``POST /api/v1/configure`` takes them.
+QUEUE_OPTIONS: Dict[str, str] = {
+    "leaseTime": "seconds",
+    "retryLimit": "count",
+    "retryDelay": "millis",
+    "deadLetterQueue": "bool",
+    "dlqAfterMaxRetries": "bool",
+    "priority": "int",
+    "delayedProcessing": "seconds",
+    "windowBuffer": "seconds",
+    "maxSize": "count",
+    "ttl": "seconds",
+    "retentionSeconds": "seconds",
+    "completedRetentionSeconds": "seconds",
+    "retentionEnabled": "bool",
+    "encryptionEnabled": "bool",
+    "maxWaitTimeSeconds": "seconds",
+}
+
+#: What a 0.15 broker resets every omitted option to (configure is an upsert that resets).
+QUEUE_OPTION_DEFAULTS: Dict[str, Any] = {
+    "leaseTime": 300,
+    "retryLimit": 3,
+    "retryDelay": 1000,
+    "deadLetterQueue": False,
+    "dlqAfterMaxRetries": False,
+    "priority": 0,
+    "delayedProcessing": 0,
+    "windowBuffer": 0,
+    "maxSize": 0,
+    "ttl": 3600,
+    "retentionSeconds": 0,
+    "completedRetentionSeconds": 0,
+    "retentionEnabled": False,
+    "encryptionEnabled": False,
+    "maxWaitTimeSeconds": 0,
+}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+
+
+_OPTION_ALIASES: Dict[str, str] = {}
+for _camel in QUEUE_OPTIONS:
+    _OPTION_ALIASES[_camel] = _camel
+    _OPTION_ALIASES[_snake(_camel)] = _camel
+_OPTION_ALIASES["dlq_after_max_retries"] = "dlqAfterMaxRetries"
+del _camel
+
+
+def validate_name(kind: str, value: Any) -> str:
+    """Check a queue / partition / consumer-group name; return it.
+
+    Raises:
+        InvalidInputError: not a non-empty str of ``[A-Za-z0-9._~-]``, or ``"."`` / ``".."``.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError("%s name must be a non-empty str, got %r" % (kind, value))
+    if not _NAME_RE.match(value) or value in (".", ".."):
+        raise InvalidInputError(
+            "%s name %r has characters a Queen 0.15 broker cannot route; use only A-Z a-z 0-9 . _ ~ -"
+            % (kind, value)
+        )
+    return value
+
+
+validate_path_token = validate_name
+
+
+def resolve_group(message: Mapping[str, Any], explicit: Optional[str]) -> Optional[str]:
+    """The consumer group to ack ``message`` for: ``explicit`` if given, else the message's own
+    ``consumerGroup``; ``None`` (queue mode) for ``__QUEUE_MODE__`` or no group."""
+    group = explicit if explicit is not None else message.get("consumerGroup")
+    if not group or group == codec.QUEUE_MODE:
+        return None
+    return group
+
+
+def group_from_context(context: Optional[Mapping[str, Any]], allowed_extra: Tuple[str, ...] = ()) -> Tuple[Optional[str], Dict[str, Any]]:
+    """Read the consumer group from ``{"group"|"consumer_group"|"consumerGroup": g}``.
+
+    Returns ``(group or None, the other allowed keys)``. Unknown keys raise InvalidInputError.
+    """
+    if context is None:
+        return None, {}
+    if not isinstance(context, Mapping):
+        raise InvalidInputError("context must be a dict such as {'consumer_group': 'g'}, got %r" % (context,))
+    keys = {"group", "consumer_group", "consumerGroup"} | set(allowed_extra)
+    unknown = set(context) - keys
+    if unknown:
+        raise InvalidInputError(
+            "unknown context key(s) %s; allowed: %s" % (sorted(map(str, unknown)), sorted(keys))
+        )
+    groups = {context[k] for k in ("group", "consumer_group", "consumerGroup") if context.get(k) is not None}
+    if len(groups) > 1:
+        raise InvalidInputError("context names two different consumer groups: %s" % sorted(map(str, groups)))
+    group = groups.pop() if groups else None
+    if group is not None:
+        validate_name("consumer group", group)
+    return group, {k: context[k] for k in allowed_extra if k in context}
+
+
+def _int_arg(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError("%s must be an int >= %d, got %r" % (name, minimum, value))
+    return value
+
+
+def _bool_arg(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInputError("%s must be True or False, got %r" % (name, value))
+    return value
+
+
+def _subscription_from(value: Any) -> str:
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.timezone.utc)
+        value = value.astimezone(_dt.timezone.utc)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (value.microsecond // 1000)
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError("subscription_from must be 'now', an ISO-8601 timestamp or a datetime, got %r" % (value,))
+    if value == "now":
+        return value
+    try:
+        _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInputError(
+            "subscription_from must be 'now' or an ISO-8601 timestamp such as 2026-11-30T06:21:21.749Z, got %r" % (value,)
+        ) from None
+    return value
+
+
+def _as_items(items: Any, what: str) -> List[Mapping[str, Any]]:
+    if isinstance(items, Mapping):
+        return [items]
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise InvalidInputError("%s takes a dict such as {'data': ...} or a list of them, got %s" % (what, type(items).__name__))
+    return list(items)
+
+
+# --------------------------------------------------------------------------- pop
+
+
+@dataclass(frozen=True)
+class PopSpec:
+    """One pop request (``GET /api/v1/pop/queue/{q}[/partition/{p}]``); see :meth:`QueueBuilder.pop`."""
+
+    queue: str
+    partition: Optional[str] = None
+    group: Optional[str] = None
+    batch: int = 1
+    partitions: Optional[int] = None
+    wait: bool = False
+    timeout_millis: int = 30000
+    subscription_mode: Optional[str] = None
+    subscription_from: Optional[str] = None
+    auto_ack: bool = False
+
+    def path(self) -> str:
+        if self.partition is None or self.partition == "Default":
+            return "/api/v1/pop/queue/%s" % self.queue
+        return "/api/v1/pop/queue/%s/partition/%s" % (self.queue, self.partition)
+
+    def query(self) -> Dict[str, str]:
+        q: Dict[str, str] = {"batch": str(self.batch), "wait": "true" if self.wait else "false"}
+        if self.wait:
+            q["timeout"] = str(self.timeout_millis)
+        if self.group is not None:
+            q["consumerGroup"] = self.group
+        wildcard = self.partition is None or self.partition == "Default"
+        if wildcard and self.partitions is not None and self.partitions > 1:
+            q["partitions"] = str(self.partitions)
+        if self.auto_ack:
+            q["autoAck"] = "true"
+        if self.subscription_mode is not None:
+            q["subscriptionMode"] = self.subscription_mode
+        if self.subscription_from is not None:
+            q["subscriptionFrom"] = self.subscription_from
+        return q
+
+
+def execute_pop(client: "Queen", spec: PopSpec) -> List[Message]:
+    """Send one pop and return its messages (``[]`` when there is nothing to deliver).
+
+    The HTTP read timeout is ``spec.timeout_millis + 5000`` ms for a long poll (``wait``),
+    else the client's timeout. Raises BrokerError (and transport errors) for real failures.
+    """
+    http_timeout = spec.timeout_millis + 5000 if spec.wait else None
+    resp = client._request("GET", spec.path(), query=spec.query(), idempotent=True, timeout_millis=http_timeout)
+    if resp.status == 204:  # pop maintenance: "paused", nothing delivered
+        return []
+    return codec.decode_pop(resp.data)
+
+
+# --------------------------------------------------------------------------- queue builder
+
+
+class QueueBuilder:
+    """Builder for one queue, made by :meth:`Queen.queue`. Setters return a new builder.
+
+    Pop/consume settings: ``partition``, ``group``, ``batch``, ``partitions``, ``wait``,
+    ``timeout_millis``, ``subscription_mode``, ``subscription_from``, ``auto_ack``; consume
+    only: ``each``, ``limit``, ``idle_millis``, ``concurrency``. Configure: ``namespace``,
+    ``task``, ``config``.
+    """
+
+    def __init__(self, client: "Queen", name: str) -> None:
+        self._client = client
+        self._name = validate_name("queue", name)
+        self._namespace: Optional[str] = None
+        self._task: Optional[str] = None
+        self._config: Dict[str, Any] = {}
+        self._partition: Optional[str] = None
+        self._group: Optional[str] = None
+        self._batch: int = 1
+        self._partitions: Optional[int] = None
+        self._wait: Optional[bool] = None
+        self._timeout: Optional[int] = None
+        self._sub_mode: Optional[str] = None
+        self._sub_from: Optional[str] = None
+        self._auto_ack: Optional[bool] = None
+        self._each = False
+        self._limit: Optional[int] = None
+        self._idle: Optional[int] = None
+        self._concurrency = 1
+
+    def __repr__(self) -> str:
+        parts = ["queue=%r" % self._name]
+        if self._partition is not None:
+            parts.append("partition=%r" % self._partition)
+        if self._group is not None:
+            parts.append("group=%r" % self._group)
+        return "QueueBuilder(%s)" % ", ".join(parts)
+
+    def _with(self, **changes: Any) -> "QueueBuilder":
+        new = copy.copy(self)
+        for k, v in changes.items():
+            setattr(new, k, v)
+        return new
+
+    @property
+    def name(self) -> str:
+        """The queue name."""
+        return self._name
+
+    # ---------------------------------------------------------------- configure / delete
+
+    def namespace(self, namespace: str) -> "QueueBuilder":
+        """Namespace sent with :meth:`create` (a 0.15 broker has no namespace pops)."""
+        if not isinstance(namespace, str):
+            raise InvalidInputError("namespace must be a str, got %r" % (namespace,))
+        return self._with(_namespace=namespace)
+
+    def task(self, task: str) -> "QueueBuilder":
+        """Task sent with :meth:`create`."""
+        if not isinstance(task, str):
+            raise InvalidInputError("task must be a str, got %r" % (task,))
+        return self._with(_task=task)
+
+    def config(self, options: Mapping[str, Any]) -> "QueueBuilder":
+        """Queue options for :meth:`create`, snake_case or camelCase keys: ``lease_time``
+        (seconds), ``retry_limit``, ``retry_delay`` (ms), ``dead_letter_queue``,
+        ``dlq_after_max_retries``, ``priority``, ``delayed_processing`` (s), ``window_buffer``
+        (s), ``max_size``, ``ttl`` (s), ``retention_seconds``, ``completed_retention_seconds``,
+        ``retention_enabled``, ``encryption_enabled``, ``max_wait_time_seconds``. Merged with
+        earlier ``config()`` calls.
+
+        Raises:
+            InvalidInputError: an unknown key, or a value of the wrong type.
+        """
+        if not isinstance(options, Mapping):
+            raise InvalidInputError("config() takes a dict of queue options, got %r" % (options,))
+        merged = dict(self._config)
+        for key, value in options.items():
+            camel = _OPTION_ALIASES.get(key) if isinstance(key, str) else None
+            if camel is None:
+                raise InvalidInputError(
+                    "unknown queue option %r; known: %s" % (key, ", ".join(sorted(QUEUE_OPTIONS)))
+                )
+            kind = QUEUE_OPTIONS[camel]
+            if kind == "bool":
+                _bool_arg(str(key), value)
+            elif kind == "int":
+                _int_arg(str(key), value, -(2**31))
+            else:
+                _int_arg(str(key), value, 0)
+            merged[camel] = value
+        return self._with(_config=merged)
+
+    def create(self) -> Dict[str, Any]:
+        """Create or reconfigure the queue (an upsert: options not given are **reset** to the
+        broker defaults, which are sent explicitly).
+
+        Returns:
+            the broker dict ``{configured: True, queue, queueId, partitionId, namespace, task,
+            options: {...15 camelCase options}}``.
+
+        Raises:
+            BrokerError: the broker answered with ``error`` / ``success: false``.
+
+        Wire: ``POST /api/v1/configure`` ``{queue, namespace?, task?, options}``.
+        """
+        body_doc: Dict[str, Any] = {"queue": self._name}
+        if self._namespace is not None:
+            body_doc["namespace"] = self._namespace
+        if self._task is not None:
+            body_doc["task"] = self._task
+        options = dict(QUEUE_OPTION_DEFAULTS)
+        options.update(self._config)
+        body_doc["options"] = options
+        resp = self._client._request("POST", "/api/v1/configure", body=codec.encode_json(body_doc), idempotent=True)
+        doc = codec.decode_json(resp.data)
+        _raise_if_refused(doc, "configure of queue %r" % self._name, resp.status)
+        return doc
+
+    def delete(self) -> Dict[str, Any]:
+        """Delete the queue with all its messages (idempotent).
+
+        Returns:
+            ``{deleted: True, existed: bool, queue}``.
+
+        Wire: ``DELETE /api/v1/resources/queues/{queue}``.
+        """
+        resp = self._client._request("DELETE", "/api/v1/resources/queues/%s" % self._name, idempotent=True)
+        doc = codec.decode_json(resp.data)
+        _raise_if_refused(doc, "delete of queue %r" % self._name, resp.status)
+        return doc
+
+    # ---------------------------------------------------------------- push
+
+    def partition(self, name: str) -> "QueueBuilder":
+        """Partition for push / pop / consume. For pop and consume, ``"Default"`` means any
+        partition (the wildcard route)."""
+        return self._with(_partition=validate_name("partition", name))
+
+    def push(self, items: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]) -> List[Dict[str, Any]]:
+        """Push one item or a list of items.
+
+        Args:
+            items: ``{"data": payload}`` (or ``"payload"``; without either the whole dict is
+                the payload), optional ``transactionId`` (dedup key per partition; a UUIDv7 is
+                minted when absent) and ``traceId`` (a UUID string).
+
+        Returns:
+            the broker's per-item results in input order, each ``{index, status: "queued" |
+            "duplicate", transaction_id, message_id, queueName, ...}``. ``push([])`` returns
+            ``[]`` without a request.
+
+        Raises:
+            InvalidInputError: a bad item or a payload that is not JSON-serialisable.
+            BrokerError: the broker refused the push, or an item came back ``failed``
+                (``.body`` holds the results).
+
+        Wire: ``POST /api/v1/push`` ``{"items": [...]}`` (retried safely: ids are client-minted).
+        """
+        lst = _as_items(items, "push()")
+        if not lst:
+            return []
+        body, _wire = codec.encode_push(self._name, self._partition, lst)
+        resp = self._client._request("POST", "/api/v1/push", body=body, idempotent=True)
+        results = codec.decode_push_result(resp.data)
+        failed = [r for r in results if r.get("status") == "failed"]
+        if failed:
+            raise BrokerError(
+                "%d of %d pushed items failed: %s"
+                % (len(failed), len(results), ", ".join(sorted({str(r.get("error")) for r in failed}))),
+                status=resp.status,
+                error=failed[0].get("error"),
+                body=results,
+            )
+        return results
+
+    # ---------------------------------------------------------------- pop settings
+
+    def group(self, name: str) -> "QueueBuilder":
+        """Consumer group (each group has its own cursor); without one, queue mode."""
+        return self._with(_group=validate_name("consumer group", name))
+
+    def batch(self, n: int) -> "QueueBuilder":
+        """Messages per pop (>= 1; default 1)."""
+        return self._with(_batch=_int_arg("batch", n, 1))
+
+    def partitions(self, n: int) -> "QueueBuilder":
+        """How many partitions one wildcard pop may claim (>= 1; broker default 1)."""
+        return self._with(_partitions=_int_arg("partitions", n, 1))
+
+    def wait(self, enabled: bool = True) -> "QueueBuilder":
+        """Long poll: the broker holds the pop until a message arrives or the timeout passes.
+        Default: **False for pop()**, True for consume()."""
+        return self._with(_wait=_bool_arg("wait", enabled))
+
+    def timeout_millis(self, ms: int) -> "QueueBuilder":
+        """Long-poll timeout in **milliseconds** (>= 0; default: the client's timeout_millis)."""
+        return self._with(_timeout=_int_arg("timeout_millis", ms, 0))
+
+    def subscription_mode(self, mode: str) -> "QueueBuilder":
+        """Where a **new** consumer group starts: ``"all"`` (whole history, the broker
+        default) or ``"new"`` (only messages after its first pop)."""
+        if mode not in ("all", "new"):
+            raise InvalidInputError("subscription_mode must be 'all' or 'new', got %r" % (mode,))
+        return self._with(_sub_mode=mode)
+
+    def subscription_from(self, start: Union[str, _dt.datetime]) -> "QueueBuilder":
+        """Where a new consumer group starts: ``"now"``, an ISO-8601 timestamp, or a datetime
+        (naive means UTC)."""
+        return self._with(_sub_from=_subscription_from(start))
+
+    def auto_ack(self, enabled: bool = True) -> "QueueBuilder":
+        """pop(): True sends ``autoAck=true`` (consumed at delivery: at-most-once, no lease).
+        consume(): True (default) acks ``completed`` after the handler returns and nacks
+        ``failed`` when it raises; False leaves acking to the handler."""
+        return self._with(_auto_ack=_bool_arg("auto_ack", enabled))
+
+    def each(self) -> "QueueBuilder":
+        """consume(): call the handler with one message at a time, even when ``batch > 1``."""
+        return self._with(_each=True)
+
+    def limit(self, n: int) -> "QueueBuilder":
+        """consume(): stop after ``n`` messages in total across all workers (never overshoots)."""
+        return self._with(_limit=_int_arg("limit", n, 1))
+
+    def idle_millis(self, ms: int) -> "QueueBuilder":
+        """consume(): stop after ``ms`` **milliseconds** without a message."""
+        return self._with(_idle=_int_arg("idle_millis", ms, 1))
+
+    def concurrency(self, n: int) -> "QueueBuilder":
+        """consume(): number of worker threads (>= 1; default 1)."""
+        return self._with(_concurrency=_int_arg("concurrency", n, 1))
+
+    def pop_spec(self, *, for_consume: bool = False) -> PopSpec:
+        """The :class:`PopSpec` this builder describes (pop defaults, or consume defaults)."""
+        wait = self._wait if self._wait is not None else for_consume
+        return PopSpec(
+            queue=self._name,
+            partition=self._partition,
+            group=self._group,
+            batch=self._batch,
+            partitions=self._partitions,
+            wait=wait,
+            timeout_millis=self._timeout if self._timeout is not None else self._client.timeout_millis,
+            subscription_mode=self._sub_mode,
+            subscription_from=self._sub_from,
+            auto_ack=bool(self._auto_ack) if not for_consume else False,
+        )
+
+    # ---------------------------------------------------------------- pop / consume
+
+    def pop(self) -> List[Message]:
+        """Pop up to ``batch`` messages once.
+
+        Returns:
+            the message dicts (``id, transactionId, partitionId, partition, data, createdAt,
+            leaseId, consumerGroup, traceId, producerSub``); ``[]`` when there is nothing to
+            deliver (empty queue, all partitions leased, long poll expired). ``wait`` defaults
+            to **False** here.
+
+        Raises:
+            BrokerError / QueenHTTPError / QueenConnectionError: real failures (never ``[]``).
+
+        Wire: ``GET /api/v1/pop/queue/{q}[/partition/{p}]?batch=&wait=&timeout=&consumerGroup=
+        &partitions=&autoAck=&subscriptionMode=&subscriptionFrom=``.
+        """
+        return execute_pop(self._client, self.pop_spec())
+
+    def consume(
+        self,
+        handler: Callable[[Any], Any],
+        *,
+        stop_event: Optional[Any] = None,
+    ) -> "ConsumeResult":
+        """Run a blocking consume loop until ``limit`` messages, ``idle_millis`` without a
+        message, ``stop_event`` (a ``threading.Event``) is set, or the client is closed.
+
+        The handler gets one message dict with ``each()`` or ``batch == 1``, else the list of
+        one pop. With auto-ack (default) a return acks ``completed`` and an exception nacks
+        ``failed`` with the exception text (the consumer goes on); refused acks are logged
+        and counted. With ``auto_ack(False)`` the handler acks itself, and an exception stops
+        the consumer and is re-raised here. Pops are long polls (``wait`` defaults to True).
+
+        Returns:
+            a :class:`~queen_sync.consumer.ConsumeResult` (counts and stop reason).
+        """
+        from .consumer import Consumer
+
+        return Consumer(self._client, self, handler, stop_event=stop_event).run()
+
+
+def _raise_if_refused(doc: Any, what: str, status: int) -> None:
+    if isinstance(doc, dict) and (doc.get("error") is not None or doc.get("success") is False):
+        err = doc.get("error")
+        raise BrokerError("%s refused by the broker: %s" % (what, err), status=status, error=err, body=doc)
+
+
+# --------------------------------------------------------------------------- transactions
+
+
+class TransactionQueueBuilder:
+    """The ``transaction().queue(q)[.partition(p)]`` step; :meth:`push` returns the transaction."""
+
+    def __init__(self, tx: "TransactionBuilder", queue: str, partition: Optional[str] = None) -> None:
+        self._tx = tx
+        self._queue = validate_name("queue", queue)
+        self._partition = partition
+
+    def partition(self, name: str) -> "TransactionQueueBuilder":
+        """Partition of the pushed items (default: the broker's ``Default``)."""
+        return TransactionQueueBuilder(self._tx, self._queue, validate_name("partition", name))
+
+    def push(self, items: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]) -> "TransactionBuilder":
+        """Add a push of one item or a list (same item rules as :meth:`QueueBuilder.push`;
+        each item gets a client-minted ``transactionId``). Returns the transaction builder."""
+        lst = _as_items(items, "transaction push()")
+        self._tx._add(codec.build_tx_push_op(self._queue, self._partition, lst))
+        return self._tx
+
+
+class TransactionBuilder:
+    """An atomic bundle of pushes and acks, made by :meth:`Queen.transaction`::
+
+        q.transaction().queue("invoices").partition("acme").push([{"data": inv}]) \\
+            .ack(order, "completed", {"consumer_group": "billing"}).commit()
+
+    Not thread-safe; build and commit it in one thread.
+    """
+
+    def __init__(self, client: "Queen") -> None:
+        self._client = client
+        self._ops: List[Dict[str, Any]] = []
+        self._committed = False
+
+    def __repr__(self) -> str:
+        return "TransactionBuilder(operations=%d%s)" % (len(self._ops), ", committed" if self._committed else "")
+
+    def _add(self, op: Dict[str, Any]) -> None:
+        if self._committed:
+            raise InvalidInputError("this transaction was already committed")
+        self._ops.append(op)
+
+    @property
+    def operations(self) -> List[Dict[str, Any]]:
+        """A copy of the operations added so far (wire dicts)."""
+        return [dict(op) for op in self._ops]
+
+    def queue(self, name: str) -> TransactionQueueBuilder:
+        """Start a push to queue ``name``."""
+        return TransactionQueueBuilder(self, name)
+
+    def ack(
+        self,
+        messages: Union[Message, Sequence[Message]],
+        status: Any = "completed",
+        context: Optional[Mapping[str, Any]] = None,
+    ) -> "TransactionBuilder":
+        """Add an ack of one message or a list.
+
+        Args:
+            messages: popped message dicts; each op carries the message's ``leaseId``, so
+                the whole commit is rejected if the lease has expired.
+            status: ``"completed"`` (or True / ``"success"``), ``"failed"`` / False or
+                ``"dlq"`` (both go straight to the dead-letter queue inside a transaction).
+                ``"retry"`` is refused (a 0.15 broker rejects it in transactions).
+            context: ``{"consumer_group": g}`` or ``{"group": g}``; default: the message's
+                own ``consumerGroup`` (queue mode for ``__QUEUE_MODE__``).
+        """
+        st = codec.normalize_status(status)
+        if st == "retry":
+            raise InvalidInputError("status 'retry' is not accepted inside a transaction by a Queen 0.15 broker")
+        group, _ = group_from_context(context)
+        lst = _as_items(messages, "transaction ack()")
+        if not lst:
+            raise InvalidInputError("transaction ack() needs at least one message")
+        ops = [codec.build_tx_ack_op(m, st, resolve_group(m, group)) for m in lst]
+        for op in ops:
+            self._add(op)
+        return self
+
+    def commit(self) -> Dict[str, Any]:
+        """Send the transaction; the broker applies all operations or none.
+
+        Returns:
+            the broker dict ``{success: True, transactionId, results: [...]}``.
+
+        Raises:
+            InvalidInputError: no operations ("Transaction has no operations to commit"), or
+                already committed.
+            TransactionError: the broker rejected it (``.result`` is its reply); nothing applied.
+
+        Wire: ``POST /api/v1/transaction`` ``{"operations": [...]}`` (never retried after a
+        read error, as it is not idempotent).
+        """
+        if self._committed:
+            raise InvalidInputError("this transaction was already committed")
+        body = codec.encode_transaction(self._ops)
+        self._committed = True
+        resp = self._client._request("POST", "/api/v1/transaction", body=body, idempotent=False)
+        doc = codec.decode_transaction_result(resp.data)
+        if doc.get("success") is not True:
+            err = doc.get("error")
+            raise TransactionError(
+                "transaction rejected by the broker (rolled back): %s" % (err,),
+                result=doc,
+                status=resp.status,
+                error=err,
+                body=doc,
+            )
+        return doc
