@@ -1,0 +1,148 @@
+"""Consumer-group maintenance: delete a group, move its subscription timestamp, seek it.
+
+A consumer group's position on a queue is one cursor per partition (ack moves it). These
+calls move or drop those cursors on the broker; they are offered as
+:meth:`Queen.delete_consumer_group`, :meth:`Queen.update_consumer_group_timestamp` and on
+``Queen.admin`` (``delete_consumer_group_for_queue``, ``seek_consumer_group``,
+``seek_partition_to_end``).
+
+>>> q.delete_consumer_group("billing")                                   # doctest: +SKIP
+>>> q.admin.seek_consumer_group("billing", "orders", timestamp=datetime(2026, 1, 1))  # doctest: +SKIP
+
+Names must be URL-safe (``[A-Za-z0-9._~-]``); bad input raises InvalidInputError before
+anything is sent. A refusal in a 200 body raises BrokerError.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+from .admin import Timestamp, _bool_arg, _query, call, iso_timestamp
+from .builders import validate_name
+from .errors import InvalidInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Queen
+
+__all__ = ["delete_consumer_group", "update_consumer_group_timestamp", "seek", "seek_partition_to_end"]
+
+
+def delete_consumer_group(
+    client: "Queen", group: str, delete_metadata: bool = True, *, queue: Optional[str] = None
+) -> Dict[str, Any]:
+    """Drop ``group``'s cursors (and leases) on every queue, or on ``queue`` only.
+
+    Afterwards the group is new again: its next pop starts from its subscription mode
+    (the whole history by default), so a group deleted and re-created under the same name
+    reads every message again. Queue mode (``__QUEUE_MODE__``) is a group like the others.
+
+    Args:
+        group: the consumer group name.
+        delete_metadata: also drop the group's subscription record (mode / timestamp); the
+            broker default is True.
+        queue: only this queue (``None``: every queue).
+
+    Returns:
+        ``{success: True, consumerGroup, deletedPartitions, metadataDeleted[, queueName]}``.
+
+    Wire: ``DELETE /api/v1/consumer-groups/{group}[/queues/{queue}]?deleteMetadata=true|false``
+    (ADMIN).
+    """
+    validate_name("consumer group", group)
+    _bool_arg("delete_metadata", delete_metadata)
+    path = "/api/v1/consumer-groups/%s" % group
+    if queue is not None:
+        path += "/queues/%s" % validate_name("queue", queue)
+    return call(
+        client,
+        "DELETE",
+        path,
+        what="delete of consumer group %r" % group,
+        query=_query(deleteMetadata=delete_metadata),
+    )
+
+
+def update_consumer_group_timestamp(client: "Queen", group: str, timestamp: Timestamp) -> Dict[str, Any]:
+    """Move ``group``'s subscription timestamp (where it starts on partitions it has not
+    consumed yet). It does not move existing cursors: use :func:`seek` for that.
+
+    Args:
+        timestamp: ISO-8601 text or a datetime (naive means UTC).
+
+    Returns:
+        ``{success: True, consumerGroup, newTimestamp, rowsUpdated}``.
+
+    Wire: ``POST /api/v1/consumer-groups/{group}/subscription`` ``{"subscriptionTimestamp": ts}``.
+    """
+    validate_name("consumer group", group)
+    ts = iso_timestamp("timestamp", timestamp)
+    return call(
+        client,
+        "POST",
+        "/api/v1/consumer-groups/%s/subscription" % group,
+        body={"subscriptionTimestamp": ts},
+        what="subscription update of consumer group %r" % group,
+        idempotent=True,
+    )
+
+
+def seek(
+    client: "Queen",
+    group: str,
+    queue: str,
+    *,
+    to_end: bool = False,
+    timestamp: Optional[Timestamp] = None,
+) -> Dict[str, Any]:
+    """Move ``group``'s cursor on every partition of ``queue`` and release its leases.
+
+    Exactly one of:
+        to_end: True skips every message stored now (only later pushes are delivered).
+        timestamp: ISO-8601 text or datetime; messages created **after** it are delivered
+            again (a seek back in time replays them; forward skips).
+
+    Returns:
+        ``{success: True, consumerGroup, queueName, seekToEnd, targetTimestamp, partitionsUpdated}``.
+
+    Raises:
+        InvalidInputError: neither or both of ``to_end`` / ``timestamp``.
+
+    Wire: ``POST /api/v1/consumer-groups/{group}/queues/{queue}/seek`` ``{"toEnd": true}`` or
+    ``{"timestamp": ts}``.
+    """
+    validate_name("consumer group", group)
+    validate_name("queue", queue)
+    _bool_arg("to_end", to_end)
+    if to_end == (timestamp is not None):
+        raise InvalidInputError("seek needs exactly one of to_end=True or timestamp=...")
+    body: Dict[str, Any] = {"toEnd": True} if to_end else {"timestamp": iso_timestamp("timestamp", timestamp)}
+    return call(
+        client,
+        "POST",
+        "/api/v1/consumer-groups/%s/queues/%s/seek" % (group, queue),
+        body=body,
+        what="seek of consumer group %r on queue %r" % (group, queue),
+        idempotent=True,
+    )
+
+
+def seek_partition_to_end(client: "Queen", group: str, queue: str, partition: str) -> Dict[str, Any]:
+    """Skip ``group`` past every message stored now in one partition of ``queue``.
+
+    Returns:
+        ``{success: True, consumerGroup, queueName, partitionName, seekToEnd: True, ...}``.
+
+    Wire: ``POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek``
+    (no body is read; ``{}`` is sent). Not in the 0.15 captures; a broker without the route
+    raises RouteNotFoundError.
+    """
+    validate_name("consumer group", group)
+    validate_name("queue", queue)
+    validate_name("partition", partition)
+    return call(
+        client,
+        "POST",
+        "/api/v1/consumer-groups/%s/queues/%s/partitions/%s/seek" % (group, queue, partition),
+        what="seek of consumer group %r on %s/%s" % (group, queue, partition),
+        idempotent=True,
+    )

@@ -1,0 +1,125 @@
+"""Message traces: short records (``data``, trace names, event type) attached to a message
+and readable later with ``Queen.admin.get_traces_for_message`` / ``get_traces_by_name``.
+
+>>> q.trace(msg, "checkout", {"step": "charged"})                              # doctest: +SKIP
+>>> def handler(msg):                       # in consume(): msg is a queen_sync.Message
+...     msg.trace(["checkout", "audit"], {"step": "received"}, event_type="info")
+
+Traces carry no trace id of their own (the broker mints one); a message's ``traceId`` is
+never sent by these calls.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from .admin import call
+from .errors import InvalidInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Queen
+
+__all__ = ["Message", "trace", "bind_messages"]
+
+Names = Union[str, Sequence[str], None]
+
+_QUEUE_MODE = "__QUEUE_MODE__"
+
+
+def _names(names: Names) -> Optional[List[str]]:
+    if names is None:
+        return None
+    lst = [names] if isinstance(names, str) else names
+    if isinstance(lst, (bytes, Mapping)) or not isinstance(lst, Sequence):
+        raise InvalidInputError("trace names must be a str or a list of str, got %r" % (names,))
+    out = []
+    for n in lst:
+        if not isinstance(n, str) or not n:
+            raise InvalidInputError("a trace name must be a non-empty str, got %r" % (n,))
+        out.append(n)
+    return out or None
+
+
+def trace(
+    client: "Queen",
+    message: Mapping[str, Any],
+    names: Names = None,
+    data: Optional[Mapping[str, Any]] = None,
+    event_type: str = "info",
+    *,
+    group: Optional[str] = None,
+) -> Dict[str, Any]:
+    """Record a trace on a popped or consumed message.
+
+    Args:
+        message: a message dict (needs ``transactionId`` and ``partitionId``; its
+            ``consumerGroup`` is recorded unless ``group`` is given; queue mode otherwise).
+        names: a trace name or a list of them (group traces across messages), or None.
+        data: the trace content, a JSON-serialisable dict (required by the broker).
+        event_type: a free label such as ``"info"`` (default), ``"error"``, ``"processing"``.
+        group: the consumer group to record (default: the message's own).
+
+    Returns:
+        ``{success: True, traceId}`` (the id the broker gave the trace).
+
+    Raises:
+        InvalidInputError: a message without ids, no ``data``, bad names (nothing sent).
+        BrokerError: ``Message not found`` (e.g. the message was deleted).
+
+    Wire: ``POST /api/v1/traces`` ``{transactionId, partitionId, consumerGroup, traceNames,
+    eventType, data}``.
+    """
+    if not isinstance(message, Mapping):
+        raise InvalidInputError("trace() needs a message dict, got %s" % type(message).__name__)
+    tx, pid = message.get("transactionId"), message.get("partitionId")
+    if not isinstance(tx, str) or not tx or not isinstance(pid, str) or not pid:
+        raise InvalidInputError("trace() needs a message with transactionId and partitionId")
+    if data is None or not isinstance(data, Mapping):
+        raise InvalidInputError("trace data must be a dict (the broker requires it), got %r" % (data,))
+    if not isinstance(event_type, str) or not event_type:
+        raise InvalidInputError("event_type must be a non-empty str, got %r" % (event_type,))
+    if group is None:
+        g = message.get("consumerGroup")
+        group = g if isinstance(g, str) and g else _QUEUE_MODE
+    elif not isinstance(group, str) or not group:
+        raise InvalidInputError("group must be a non-empty str, got %r" % (group,))
+    body = {
+        "transactionId": tx,
+        "partitionId": pid,
+        "consumerGroup": group,
+        "traceNames": _names(names),
+        "eventType": event_type,
+        "data": dict(data),
+    }
+    return call(client, "POST", "/api/v1/traces", body=body, what="trace of message %s" % tx)
+
+
+class Message(dict):
+    """A message dict (exactly the broker's keys) that can record traces on itself.
+
+    The consume loop hands these to handlers; they compare, serialise and behave like the
+    plain dicts ``pop()`` returns. Pickling or ``copy.copy`` gives a plain dict.
+    """
+
+    __slots__ = ("_queen",)
+
+    def __init__(self, fields: Union[Mapping[str, Any], Iterable[Any]] = (), client: Optional["Queen"] = None) -> None:
+        super().__init__(fields)
+        self._queen = client
+
+    def trace(self, names: Names = None, data: Optional[Mapping[str, Any]] = None, event_type: str = "info") -> Dict[str, Any]:
+        """Record a trace on this message through the client that consumed it; see
+        :meth:`Queen.trace` (same return value and exceptions)."""
+        if self._queen is None:
+            raise InvalidInputError("this message is not bound to a client; use Queen.trace(msg, ...)")
+        return trace(self._queen, self, names, data, event_type)
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+def bind_messages(client: "Queen", messages: Sequence[Mapping[str, Any]]) -> List[Message]:
+    """Wrap popped message dicts as :class:`Message` objects bound to ``client`` (a shallow
+    copy each; no request). The consume loop calls this on every pop result before the
+    handler sees it."""
+    return [m if isinstance(m, Message) and m._queen is client else Message(m, client) for m in messages]
