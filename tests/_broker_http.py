@@ -56,14 +56,16 @@ class RawHTTP(object):
         assert status == 200, (status, body)
         return body
 
-    def pop(self, queue: str, partition: Optional[str] = None, timeout: float = 15.0, **params: Any) -> dict:
+    def pop(self, queue: str, partition: Optional[str] = None, **params: Any) -> dict:
+        """GET a pop; ``params`` become the query (``timeout`` is the broker's long-poll ms)."""
         q = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in params.items()}
+        http_timeout = int(q.get("timeout", 30000)) / 1000.0 + 10.0
         path = "/api/v1/pop/queue/" + quote(queue, safe="")
         if partition is not None:
             path += "/partition/" + quote(partition, safe="")
         if q:
             path += "?" + urlencode(q)
-        status, body = self.request("GET", path, timeout=timeout)
+        status, body = self.request("GET", path, timeout=http_timeout)
         assert status == 200, (status, body)
         return body
 

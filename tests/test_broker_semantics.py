@@ -498,3 +498,46 @@ def test_timestamps_and_id_formats(http: RawHTTP, q: str) -> None:
     st, detail = http.request("GET", "/api/v1/messages/%s/%s" % (m["partitionId"], m["transactionId"]))
     assert st == 200 and MS_TS.match(detail["createdAt"]) and detail["payload"] == 1
     assert detail["consumerGroups"][0]["name"] == "g" and MS_TS.match(detail["consumerGroups"][0]["leaseExpiresAt"])
+
+
+def test_delayed_processing_and_window_buffer(http: RawHTTP, q: str) -> None:
+    http.configure(q, delayedProcessing=1)
+    http.push(q, ["late"], partition="p")
+    assert http.pop(q, wait=False)["error"] == "no_available_partition"
+    t0 = time.monotonic()
+    got = http.pop(q, wait=True, timeout=5000)  # parked until the message becomes visible
+    assert _datas(got) == ["late"] and time.monotonic() - t0 < 4.5
+    w = q + "-w"
+    try:
+        http.configure(w, windowBuffer=1)
+        http.push(w, [1, 2], partition="p")
+        assert http.pop(w, batch=5, wait=False)["error"] == "no_available_partition"
+        assert _datas(http.pop(w, batch=5, wait=True, timeout=5000)) == [1, 2]
+    finally:
+        http.delete_queue(w)
+
+
+def test_traces_messages_and_delete(http: RawHTTP, q: str) -> None:
+    http.push(q, [{"i": 0}, {"i": 1}], partition="p")
+    got = http.pop(q, batch=1, consumerGroup="g", wait=True, timeout=3000)
+    m = got["messages"][0]
+    http.ack(m, group="g")
+    name = unique("trace")
+    st, res = http.request("POST", "/api/v1/traces", {"transactionId": m["transactionId"],
+                                                      "partitionId": m["partitionId"], "consumerGroup": "g",
+                                                      "traceNames": [name], "eventType": "info",
+                                                      "data": {"note": "x"}})
+    assert st == 200 and res["success"] is True and UUID_RE.match(res["traceId"])
+    assert http.request("POST", "/api/v1/traces", {"transactionId": "nope", "partitionId": m["partitionId"],
+                                                   "data": {}})[1] == {"success": False, "error": "Message not found"}
+    assert http.request("POST", "/api/v1/traces", {"data": {}})[0] == 400
+    st, tr = http.request("GET", "/api/v1/traces/%s/%s" % (m["partitionId"], m["transactionId"]))
+    assert [(t["consumer_group"], t["data"], t["trace_names"]) for t in tr["traces"]] == [("g", {"note": "x"}, [name])]
+    st, names = http.request("GET", "/api/v1/traces/names")
+    assert name in [n["trace_name"] for n in names["trace_names"]]
+    st, lst = http.request("GET", "/api/v1/messages?queue=" + q)
+    assert [(x["transactionId"] == m["transactionId"], x["status"]) for x in lst["messages"]] == \
+        [(False, "pending"), (True, "completed")]  # newest first
+    assert lst["mode"] == {"busGroupsCount": 1, "hasQueueMode": False, "type": "bus"}
+    st, detail = http.request("GET", "/api/v1/consumer-groups/g")
+    assert detail[q]["partitions"][0]["totalConsumed"] == 1 and detail[q]["partitions"][0]["offsetLag"] == 1

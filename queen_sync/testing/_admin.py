@@ -7,10 +7,13 @@ PostgreSQL statistics) are answered with the same structure and zero/empty value
 
 from __future__ import annotations
 
+import bisect
 import time
 from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import unquote
 
 from ._state import QUEUE_MODE, BrokerState, Msg, Partition, Queue, Row
+from ._util import BadRequest as _BadRequest
 from ._util import fmt_ms, now_us, parse_ts_us, uuid4
 
 Reply = Tuple[int, Any]
@@ -338,13 +341,13 @@ class _AdminRoutes(object):
             if m is None:
                 return 200, {"success": False, "error": "Message not found"}
             m.deleted = True
+            m.partition.by_tx.pop(m.txid, None)
             self.st._notify(m.partition.queue.name)
             return 200, {"success": True, "deleted": True, "messageId": m.id, "transactionId": txid,
                          "partitionId": pid}
 
     # ------------------------------------------------------------------ traces
     def post_trace(self, body: Any) -> Reply:
-        from ._server import _BadRequest  # local import: avoid a cycle at import time
         if not isinstance(body, dict) or not isinstance(body.get("transactionId"), str) \
                 or not isinstance(body.get("partitionId"), str):
             raise _BadRequest("transactionId and partitionId are required")
@@ -491,7 +494,6 @@ class _AdminRoutes(object):
         return 200, body
 
     def update_subscription(self, group: str, body: Any) -> Reply:
-        from ._server import _BadRequest
         ts_text = body.get("subscriptionTimestamp") if isinstance(body, dict) else None
         if not ts_text:
             raise _BadRequest("Missing subscriptionTimestamp in request body")
@@ -506,7 +508,6 @@ class _AdminRoutes(object):
         return 200, {"success": True, "consumerGroup": group, "newTimestamp": ts_text, "rowsUpdated": n}
 
     def seek(self, group: str, queue: str, body: Any, partition: Optional[str] = None) -> Reply:
-        from ._server import _BadRequest
         to_end = partition is not None or (isinstance(body, dict) and body.get("toEnd") is True)
         ts_text = body.get("timestamp") if isinstance(body, dict) else None
         if not to_end and not ts_text:
@@ -527,7 +528,6 @@ class _AdminRoutes(object):
                     if to_end:
                         r.cursor = len(p.messages)
                     else:
-                        import bisect
                         r.cursor = bisect.bisect_right(p.created_list, ts if ts is not None else 0)
                     r.lease_id = None
                     r.batch_size = 0
@@ -552,7 +552,6 @@ class _AdminRoutes(object):
                                                      "totalBytes": 0, "totalMB": 0.0}}}
 
     def maintenance_set(self, body: Any) -> Reply:
-        from ._server import _BadRequest
         if not isinstance(body, dict) or not isinstance(body.get("enabled"), bool):
             raise _BadRequest("enabled (boolean) is required")
         enabled = body["enabled"]
@@ -576,7 +575,6 @@ class _AdminRoutes(object):
                                  "Pop maintenance mode is OFF. Normal operation.")}
 
     def pop_maintenance_set(self, body: Any) -> Reply:
-        from ._server import _BadRequest
         if not isinstance(body, dict) or not isinstance(body.get("enabled"), bool):
             raise _BadRequest("enabled (boolean) is required")
         on = body["enabled"]
@@ -684,7 +682,6 @@ def route(st: BrokerState, router: Any, method: str, path: str, params: Dict[str
             if n == 5 and segs[4] == "names":
                 return a.trace_names(params)
             if n == 6 and segs[4] == "by-name":
-                from urllib.parse import unquote
                 return a.traces_by_name(unquote(segs[5]), params)
             if n == 6:
                 return a.traces_for(segs[4], segs[5])

@@ -10,11 +10,12 @@ import time
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl
 
 from . import _admin
 from ._faults import FaultInjector, RequestLog
 from ._state import BrokerState
+from ._util import BadRequest as _BadRequest
 from ._util import dumps, json_error_text, loads
 
 logger = logging.getLogger("queen_sync.testing")
@@ -45,13 +46,6 @@ class _Hang(object):
 
 
 HANG = _Hang()
-BODY_REQUIRED = object()
-
-
-class _BadRequest(Exception):
-    def __init__(self, text: str) -> None:
-        Exception.__init__(self, text)
-        self.text = text
 
 
 _date_cache = [0, b""]
@@ -205,6 +199,13 @@ def _int(v: Optional[str], default: int) -> int:
         return default
 
 
+class _Headers(dict):
+    """Request headers keyed by lower-case name; ``get`` is case-insensitive."""
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return dict.get(self, key.lower(), default)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "uWebSockets/20"
@@ -220,6 +221,42 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         logger.debug("%s %s", self.address_string(), format % args)
+
+    def parse_request(self) -> bool:
+        """Lean replacement of the stdlib parser (which builds an email.Message per request)."""
+        line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        self.requestline = line
+        parts = line.split()
+        self.request_version = "HTTP/1.0"
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            self.close_connection = True
+            self.send_error(400, "Bad request syntax (%r)" % line)
+            return False
+        self.command, self.path, version = parts
+        self.request_version = version
+        headers = _Headers()
+        count = 0
+        while True:
+            raw = self.rfile.readline(65537)
+            if raw in (b"\r\n", b"\n", b""):
+                break
+            count += 1
+            if count > 200 or len(raw) > 65536:
+                self.close_connection = True
+                self.send_error(431, "Request header fields too large")
+                return False
+            name, sep, value = str(raw, "iso-8859-1").partition(":")
+            if sep:
+                headers[name.strip().lower()] = value.strip()
+        self.headers = headers  # type: ignore[assignment]
+        conn = headers.get("connection", "").lower()
+        if version == "HTTP/1.1":
+            self.close_connection = conn == "close"
+        else:
+            self.close_connection = conn != "keep-alive"
+        if headers.get("expect", "").lower() == "100-continue":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        return True
 
     def _read_body(self) -> bytes:
         te = self.headers.get("Transfer-Encoding", "")
@@ -294,6 +331,8 @@ class _Handler(BaseHTTPRequestHandler):
             head += b"Content-Type: " + ctype.encode() + b"\r\n" + _CORS
         head += b"uWebSockets: 20\r\n" + _date_header() + extra
         head += b"Content-Length: %d\r\n\r\n" % len(body)
+        if self.command == "HEAD":
+            body = b""
         try:
             self.wfile.write(head + body)
         except OSError:

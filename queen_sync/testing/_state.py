@@ -269,27 +269,54 @@ class BrokerState(object):
             return 0
         return bisect.bisect_right(part.created_list, meta["ts"])
 
-    def _available(self, part: Partition, row: Optional[Row], limit: int) -> List[Msg]:
+    def _visible_until(self, part: Partition, now: int) -> Tuple[int, Optional[int]]:
+        """(latest visible created-time, time when more becomes visible) for delayedProcessing and
+        windowBuffer (both in seconds on the queue)."""
+        opts = part.queue.options
+        delay = opts.get("delayedProcessing") or 0
+        window = opts.get("windowBuffer") or 0
+        if not delay and not window:
+            return now, None
+        limit = now - int(delay) * 1_000_000
+        wake: Optional[int] = None
+        if window and part.created_list:
+            newest = part.created_list[-1]
+            if newest > now - int(window) * 1_000_000:
+                return -1, newest + int(window) * 1_000_000  # the whole partition waits
+        if delay:
+            i = bisect.bisect_right(part.created_list, limit)
+            if i < len(part.created_list):
+                wake = part.created_list[i] + int(delay) * 1_000_000
+        return limit, wake
+
+    def _available(self, part: Partition, row: Optional[Row], limit: int, now: int) -> List[Msg]:
         out: List[Msg] = []
         if limit <= 0:
             return out
+        visible, _ = self._visible_until(part, now)
         msgs = part.messages
         i = row.cursor if row is not None else 0
         n = len(msgs)
         while i < n and len(out) < limit:
             m = msgs[i]
+            if m.created > visible:
+                break
             if not m.deleted:
                 out.append(m)
             i += 1
         return out
 
-    def _has_pending(self, part: Partition, row: Optional[Row]) -> bool:
+    def _has_pending(self, part: Partition, row: Optional[Row], now: int) -> Tuple[bool, Optional[int]]:
+        """(has a deliverable message past the cursor, time at which one may become deliverable)."""
         msgs = part.messages
         i = row.cursor if row is not None else 0
         for j in range(i, len(msgs)):
             if not msgs[j].deleted:
-                return True
-        return False
+                visible, wake = self._visible_until(part, now)
+                if msgs[j].created > visible:
+                    return False, wake
+                return True, None
+        return False, None
 
     def _advance(self, row: Row, msg: Msg, now: int) -> None:
         if msg.idx + 1 > row.cursor:
@@ -414,6 +441,7 @@ class BrokerState(object):
                 return ({"success": False, "error": "lease_held", "messages": []},
                         lease.expires if lease is not None else None)
             claim.append(p)
+            next_expiry = self._visible_until(p, now)[1]
         else:
             if q is not None and q.partitions:
                 parts = list(q.partitions.values())
@@ -426,7 +454,10 @@ class BrokerState(object):
                         if lease is not None and (next_expiry is None or lease.expires < next_expiry):
                             next_expiry = lease.expires
                         continue
-                    if self._has_pending(p, row):
+                    pending, wake = self._has_pending(p, row, now)
+                    if wake is not None and (next_expiry is None or wake < next_expiry):
+                        next_expiry = wake
+                    if pending:
                         claim.append(p)
                         if len(claim) >= nparts:
                             break
@@ -450,7 +481,7 @@ class BrokerState(object):
             if row is None:
                 row = Row(group, self._start_cursor(p, group), now)
                 p.rows[group] = row
-            msgs = self._available(p, row, budget)
+            msgs = self._available(p, row, budget, now)
             claimed += 1
             budget -= len(msgs)
             ca = fmt_us
@@ -643,6 +674,10 @@ class BrokerState(object):
                     q = self.queues.get(qn)
                     p = q.partitions.get(it.get("partition") or "Default") if q is not None else None
                     txid = it.get("transactionId")
+                    tid = it.get("traceId")
+                    if tid is not None and not is_uuid(tid):
+                        error = 'invalid input syntax for type uuid: "%s"' % (tid,)
+                        break
                     if p is not None and isinstance(txid, str) and txid in p.by_tx:
                         dup = True
                         break
@@ -656,9 +691,8 @@ class BrokerState(object):
                     idx += 1
                 if dup:
                     error = DUP_TX_ERROR
-                    results = []
-                    break
                 if error:
+                    results = []
                     break
             elif typ == "ack":
                 r, err = self._tx_ack(idx, op, now, journal, touched)

@@ -26,7 +26,16 @@ __all__ = [
     "fmt_ms",
     "parse_ts_us",
     "json_error_text",
+    "BadRequest",
 ]
+
+
+class BadRequest(Exception):
+    """Request validation failed: the broker answers 400 ``{"error": text}``."""
+
+    def __init__(self, text: str) -> None:
+        Exception.__init__(self, text)
+        self.text = text
 
 
 def dumps(obj: Any) -> bytes:
