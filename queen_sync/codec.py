@@ -10,10 +10,13 @@ Every wire body of the client is built and read through the names re-exported he
 
 from __future__ import annotations
 
+import logging
 import os
 from types import ModuleType
 
 from . import _pycodec
+
+_log = logging.getLogger("queen_sync.codec")
 
 __all__ = ["BACKEND", "IMPL", "is_compiled", "load_backend"] + list(_pycodec.__all__)
 
@@ -41,7 +44,9 @@ def _select() -> ModuleType:
         return _pycodec
     try:
         return load_backend("cython")
-    except ImportError:
+    except ImportError as exc:
+        if not isinstance(exc, ModuleNotFoundError):  # built, but does not load: worth a word
+            _log.warning("compiled codec queen_sync._ccodec failed to import (%s); using the pure-Python codec", exc)
         if _truthy("QUEEN_SYNC_REQUIRE_EXTENSIONS"):
             raise ImportError(
                 "QUEEN_SYNC_REQUIRE_EXTENSIONS is set but the compiled codec queen_sync._ccodec is not importable"

@@ -1,0 +1,488 @@
+# cython: language_level=3, freethreading_compatible=True
+# cython: wraparound=False, cdivision=True, embedsignature=True
+"""Compiled twin of :mod:`queen_sync._pycodec` (built as ``queen_sync._ccodec``).
+
+Every function here has the name, signature, behaviour and exceptions of its pure-Python
+twin, and gives byte-identical bodies / equal decoded values for the same input (see
+``tests/test_codec_parity.py``); the docstrings of ``queen_sync._pycodec`` are the contract.
+The speed comes from building the wire dicts with direct C-API calls, minting UUIDv7 ids
+from one ``os.urandom`` call per batch with the hex formatted straight into a new ASCII
+``str``, and doing a single ``orjson`` call per body.
+
+The module keeps no mutable state (it is declared free-threading compatible): module
+globals are read-only constants bound at import time.
+"""
+
+from cpython.dict cimport PyDict_Check, PyDict_CheckExact, PyDict_Copy
+from cpython.bytes cimport PyBytes_AS_STRING
+from cpython.unicode cimport PyUnicode_New, PyUnicode_1BYTE_DATA
+from libc.string cimport memcpy
+
+import os as _os
+import time as _time
+from collections.abc import Mapping as _Mapping
+
+from queen_sync import _json
+from queen_sync import _pycodec
+from queen_sync.errors import BrokerError, InvalidInputError, ProtocolError
+
+__all__ = list(_pycodec.__all__)
+
+QUEUE_MODE = "__QUEUE_MODE__"
+
+#: ``error`` values of a pop reply that mean "nothing to deliver right now", not a failure.
+EMPTY_POP_ERRORS = frozenset({"no_available_partition", "partition_not_found", "lease_held"})
+
+cdef object _dumps = _json.dumps
+cdef object _loads = _json.loads
+cdef tuple _DECODE_ERRORS = (_json.DecodeError, ValueError, TypeError)
+cdef tuple _ENCODE_ERRORS = (TypeError, ValueError, OverflowError)
+cdef object _MISSING = object()
+
+cdef dict _STATUS_ALIASES = {
+    True: "completed",
+    False: "failed",
+    "completed": "completed",
+    "success": "completed",
+    "failed": "failed",
+    "retry": "retry",
+    "dlq": "dlq",
+}
+
+cdef const char* _HEXDIGITS = b"0123456789abcdef"
+
+
+# --------------------------------------------------------------------------- ids
+
+
+cdef inline str _uuid7(unsigned long long ms, const unsigned char* r):
+    """One UUIDv7 string from a 48-bit millisecond time and 10 random bytes (the same bit
+    layout as the pure backend: version 7, 12 random bits, variant 0b10, 62 random bits)."""
+    cdef unsigned char u[16]
+    cdef str s
+    cdef unsigned char* p
+    cdef int i, k
+    u[0] = <unsigned char>((ms >> 40) & 0xFF)
+    u[1] = <unsigned char>((ms >> 32) & 0xFF)
+    u[2] = <unsigned char>((ms >> 24) & 0xFF)
+    u[3] = <unsigned char>((ms >> 16) & 0xFF)
+    u[4] = <unsigned char>((ms >> 8) & 0xFF)
+    u[5] = <unsigned char>(ms & 0xFF)
+    u[6] = <unsigned char>(0x70 | (r[0] >> 4))
+    u[7] = <unsigned char>(((r[0] & 0x0F) << 4) | (r[1] >> 4))
+    u[8] = <unsigned char>(0x80 | (r[2] & 0x3F))
+    memcpy(&u[9], &r[3], 7)
+    s = PyUnicode_New(36, 127)
+    p = <unsigned char*>PyUnicode_1BYTE_DATA(s)
+    k = 0
+    for i in range(16):
+        if i == 4 or i == 6 or i == 8 or i == 10:
+            p[k] = 45  # '-'
+            k += 1
+        p[k] = <unsigned char>_HEXDIGITS[u[i] >> 4]
+        k += 1
+        p[k] = <unsigned char>_HEXDIGITS[u[i] & 0x0F]
+        k += 1
+    return s
+
+
+def new_transaction_ids(Py_ssize_t n):
+    """Mint ``n`` UUIDv7 strings (RFC 9562): 48-bit Unix milliseconds, version 7, 74 random
+    bits from ``os.urandom``. Ids minted in a later millisecond sort after earlier ones."""
+    cdef unsigned long long ms = _time.time_ns() // 1000000
+    cdef bytes raw = _os.urandom(10 * n)
+    cdef const unsigned char* buf = <const unsigned char*>PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t i
+    cdef list out = []
+    for i in range(n):
+        out.append(_uuid7(ms, buf + 10 * i))
+    return out
+
+
+def new_transaction_id():
+    """Mint one UUIDv7 string (see :func:`new_transaction_ids`)."""
+    cdef unsigned long long ms = _time.time_ns() // 1000000
+    cdef bytes raw = _os.urandom(10)
+    return _uuid7(ms, <const unsigned char*>PyBytes_AS_STRING(raw))
+
+
+cdef bint _is_uuid(object value):
+    cdef str s
+    cdef Py_UCS4 c
+    cdef Py_ssize_t i = 0
+    if not isinstance(value, str):
+        return False
+    s = <str>value
+    if len(s) != 36:
+        return False
+    for c in s:
+        if i == 8 or i == 13 or i == 18 or i == 23:
+            if c != u'-':
+                return False
+        elif not ((u'0' <= c <= u'9') or (u'a' <= c <= u'f') or (u'A' <= c <= u'F')):
+            return False
+        i += 1
+    return True
+
+
+def is_uuid(value):
+    """True when ``value`` is a str in canonical 8-4-4-4-12 hex UUID form (any version)."""
+    return _is_uuid(value)
+
+
+cdef inline str _normalize_status(object status):
+    cdef object v
+    try:
+        v = _STATUS_ALIASES[status]
+    except (KeyError, TypeError):
+        pass
+    else:
+        return <str>v
+    raise InvalidInputError(
+        "ack status must be True, False, 'completed', 'success', 'failed', 'retry' or 'dlq', got %r" % (status,)
+    )
+
+
+def normalize_status(status):
+    """Map an ack status to its wire string (see ``queen_sync._pycodec.normalize_status``)."""
+    return _normalize_status(status)
+
+
+# --------------------------------------------------------------------------- push
+
+
+cdef inline object _mget(object m, object key, object default):
+    if PyDict_CheckExact(m):
+        return (<dict>m).get(key, default)
+    return m.get(key, default)
+
+
+cdef list _build_push_items(object queue, object partition, object items, object id_source):
+    cdef Py_ssize_t n = len(items)
+    cdef Py_ssize_t i, missing = 0
+    cdef list seq
+    cdef list out
+    cdef dict d, wire
+    cdef object item, payload, tx, trace
+    cdef list minted = None
+    cdef bytes raw = None
+    cdef const unsigned char* buf = NULL
+    cdef unsigned long long ms = 0
+    cdef Py_ssize_t j = 0
+    cdef bint has_partition = partition is not None
+
+    if type(items) is list:
+        seq = <list>items
+    else:
+        seq = list(items)
+    n = len(seq)
+    for item in seq:
+        if PyDict_CheckExact(item):
+            if (<dict>item).get("transactionId") is None:
+                missing += 1
+        elif isinstance(item, _Mapping):
+            if item.get("transactionId") is None:
+                missing += 1
+        else:
+            raise InvalidInputError("a push item must be a dict such as {'data': ...}, got %s" % type(item).__name__)
+
+    if missing:
+        if id_source is not None:
+            # like the pure backend: every missing id is asked for before anything is built
+            minted = [id_source() for _ in range(missing)]
+        else:
+            ms = _time.time_ns() // 1000000
+            raw = _os.urandom(10 * missing)
+            buf = <const unsigned char*>PyBytes_AS_STRING(raw)
+
+    out = []
+    for i in range(n):
+        item = seq[i]
+        if PyDict_CheckExact(item):
+            d = <dict>item
+            payload = d.get("data", _MISSING)
+            if payload is _MISSING:
+                payload = d.get("payload", _MISSING)
+                if payload is _MISSING:
+                    payload = PyDict_Copy(d)
+            tx = d.get("transactionId")
+        else:
+            if "data" in item:
+                payload = item["data"]
+            elif "payload" in item:
+                payload = item["payload"]
+            else:
+                payload = dict(item)
+            tx = item.get("transactionId")
+        if tx is None:
+            if j >= missing:  # items changed under us (id_source side effect or another thread)
+                raise IndexError("push items changed while being encoded")
+            if minted is not None:
+                tx = minted[j]
+            else:
+                tx = _uuid7(ms, buf + 10 * j)
+            j += 1
+        elif not isinstance(tx, str) or not tx:
+            raise InvalidInputError("item %d: transactionId must be a non-empty str, got %r" % (i, tx))
+        wire = {"queue": queue}
+        if has_partition:
+            wire["partition"] = partition
+        wire["payload"] = payload
+        wire["transactionId"] = tx
+        trace = _mget(item, "traceId", None)
+        if trace is not None:
+            if not _is_uuid(trace):
+                raise InvalidInputError(
+                    "item %d: traceId must be a UUID string (a 0.15 broker loops forever on any other), got %r"
+                    % (i, trace)
+                )
+            wire["traceId"] = trace
+        out.append(wire)
+    return out
+
+
+def build_push_items(queue, partition, items, id_source=None):
+    """Turn user items into wire push items, in order (see
+    ``queen_sync._pycodec.build_push_items``)."""
+    return _build_push_items(queue, partition, items, id_source)
+
+
+cdef inline bytes _encode(object obj):
+    try:
+        return _dumps(obj)
+    except _ENCODE_ERRORS as exc:
+        raise InvalidInputError("payload is not JSON-serialisable: %s" % exc) from None
+
+
+def encode_json(obj):
+    """Serialise any body to compact JSON bytes; non-serialisable content raises
+    :class:`InvalidInputError`."""
+    return _encode(obj)
+
+
+def encode_push_items(wire_items):
+    """Encode already-built wire items as a ``POST /api/v1/push`` body ``{"items": [...]}``."""
+    return _encode({"items": wire_items})
+
+
+def encode_push(queue, partition, items, id_source=None):
+    """Build and encode a push body. Returns ``(body, wire_items)``."""
+    cdef list wire = _build_push_items(queue, partition, items, id_source)
+    return _encode({"items": wire}), wire
+
+
+# --------------------------------------------------------------------------- ack
+
+
+cdef tuple _ack_ids(object message, str where):
+    if not isinstance(message, _Mapping):
+        raise InvalidInputError(
+            "%s: a message must be a dict as returned by pop(), got %s" % (where, type(message).__name__)
+        )
+    tx = _mget(message, "transactionId", None)
+    pid = _mget(message, "partitionId", None)
+    if not isinstance(tx, str) or not tx:
+        raise InvalidInputError("%s: message has no transactionId" % where)
+    if not isinstance(pid, str) or not pid:
+        raise InvalidInputError("%s: message has no partitionId" % where)
+    return tx, pid
+
+
+def encode_ack(message, status, group, error=None):
+    """Encode a ``POST /api/v1/ack`` body for one message (see
+    ``queen_sync._pycodec.encode_ack``)."""
+    tx, pid = _ack_ids(message, "ack")
+    st = _normalize_status(_mget(message, "_status", status))
+    err = _mget(message, "_error", error)
+    cdef dict body = {"transactionId": tx, "partitionId": pid, "status": st}
+    if group is not None:
+        body["consumerGroup"] = group
+    lease = _mget(message, "leaseId", None)
+    if lease:
+        body["leaseId"] = lease
+    if err is not None:
+        body["error"] = str(err)
+    return _encode(body)
+
+
+def encode_ack_batch(messages, status, group, error=None):
+    """Encode a ``POST /api/v1/ack/batch`` body ``{"acknowledgments": [...],
+    "consumerGroup"?}`` (see ``queen_sync._pycodec.encode_ack_batch``)."""
+    if not messages:
+        raise InvalidInputError("refusing to send an empty batch ack (a Queen 0.15 broker never answers one)")
+    cdef list acks = []
+    cdef dict item
+    cdef Py_ssize_t i = 0
+    for message in messages:
+        tx, pid = _ack_ids(message, "ack item %d" % i)
+        item = {"transactionId": tx, "partitionId": pid,
+                "status": _normalize_status(_mget(message, "_status", status))}
+        lease = _mget(message, "leaseId", None)
+        if lease:
+            item["leaseId"] = lease
+        err = _mget(message, "_error", error)
+        if err is not None:
+            item["error"] = str(err)
+        acks.append(item)
+        i += 1
+    cdef dict body = {"acknowledgments": acks}
+    if group is not None:
+        body["consumerGroup"] = group
+    return _encode(body)
+
+
+# --------------------------------------------------------------------------- transaction
+
+
+def build_tx_push_op(queue, partition, items, id_source=None):
+    """Build a transaction push operation ``{"type": "push", "items": [...]}``."""
+    if not items:
+        raise InvalidInputError("a transaction push needs at least one item")
+    return {"type": "push", "items": _build_push_items(queue, partition, items, id_source)}
+
+
+def build_tx_ack_op(message, status, group):
+    """Build a transaction ack operation (see ``queen_sync._pycodec.build_tx_ack_op``)."""
+    tx, pid = _ack_ids(message, "transaction ack")
+    cdef dict op = {"type": "ack", "transactionId": tx, "partitionId": pid, "status": _normalize_status(status)}
+    if group is not None:
+        op["consumerGroup"] = group
+    lease = _mget(message, "leaseId", None)
+    if lease:
+        op["leaseId"] = lease
+    return op
+
+
+def encode_transaction(operations):
+    """Encode a ``POST /api/v1/transaction`` body ``{"operations": [...]}``."""
+    if not operations:
+        raise InvalidInputError("Transaction has no operations to commit")
+    return _encode({"operations": list(operations)})
+
+
+# --------------------------------------------------------------------------- lease
+
+
+def encode_renew(seconds=None):
+    """Encode a ``POST /api/v1/lease/{leaseId}/extend`` body: ``{}`` or ``{"seconds": N}``."""
+    if seconds is None:
+        return b"{}"
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+        raise InvalidInputError("lease extension must be a positive int of seconds, got %r" % (seconds,))
+    return _encode({"seconds": seconds})
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+cdef inline object _raw(object body):
+    return body if isinstance(body, bytes) else None
+
+
+cdef object _decode(object body):
+    if not body:
+        raise ProtocolError("empty response body", body)
+    try:
+        return _loads(body)
+    except _DECODE_ERRORS as exc:
+        raise ProtocolError("response body is not JSON: %s" % exc, _raw(body)) from None
+
+
+def decode_json(body):
+    """Parse a response body (bytes / str). Raises :class:`ProtocolError` on invalid JSON."""
+    return _decode(body)
+
+
+cdef object _refusal(dict doc, str what):
+    err = doc.get("error")
+    return BrokerError("%s refused by the broker: %s" % (what, err), status=200, error=err, body=doc)
+
+
+def decode_pop(body):
+    """Decode a pop reply into its list of message dicts (see
+    ``queen_sync._pycodec.decode_pop``)."""
+    cdef object doc = _decode(body)
+    cdef object messages, err, m
+    if not PyDict_Check(doc):
+        raise ProtocolError("pop reply is not a JSON object", _raw(body))
+    messages = (<dict>doc).get("messages")
+    err = (<dict>doc).get("error")
+    if err is not None and not (isinstance(err, str) and err in EMPTY_POP_ERRORS):
+        raise _refusal(<dict>doc, "pop")
+    if messages is None:
+        if err is not None:
+            return []
+        raise ProtocolError("pop reply has no 'messages' list", _raw(body))
+    if type(messages) is not list:
+        if not isinstance(messages, list):
+            raise ProtocolError("pop reply 'messages' is not a list", _raw(body))
+    for m in <list>messages:
+        if not PyDict_Check(m):
+            raise ProtocolError("pop reply holds a message that is not an object", _raw(body))
+    return messages
+
+
+cdef list _decode_list(object body, str what):
+    cdef object doc = _decode(body)
+    cdef object r
+    if PyDict_Check(doc):
+        if "error" in <dict>doc:
+            raise _refusal(<dict>doc, what)
+        raise ProtocolError("%s reply is an object, expected a list" % what, _raw(body))
+    if not isinstance(doc, list):
+        raise ProtocolError("%s reply is not a list" % what, _raw(body))
+    for r in <list>doc:
+        if not PyDict_Check(r):
+            raise ProtocolError("%s reply holds an item that is not an object" % what, _raw(body))
+    return <list>doc
+
+
+def decode_push_result(body):
+    """Decode a push reply: a list of result dicts in input order."""
+    return _decode_list(body, "push")
+
+
+def decode_ack_result(body):
+    """Decode an ack / batch-ack reply: a list of per-item result dicts."""
+    return _decode_list(body, "ack")
+
+
+def decode_renew_result(body):
+    """Decode a lease-extend reply: a list of ``{index, leaseId, success, error, expiresAt}``."""
+    return _decode_list(body, "lease extend")
+
+
+def decode_transaction_result(body):
+    """Decode a transaction reply ``{success, transactionId, results, error?}``."""
+    cdef object doc = _decode(body)
+    if not PyDict_Check(doc):
+        raise ProtocolError("transaction reply is not a JSON object", _raw(body))
+    return doc
+
+
+# --------------------------------------------------------------------------- buffered push
+
+
+def encode_push_fragment(queue, partition, items, id_source=None):
+    """Build and encode push items as a fragment: the comma-separated JSON objects of a
+    ``{"items": [...]}`` body without the brackets (see
+    ``queen_sync._pycodec.encode_push_fragment``). Returns ``(fragment, wire_items)``."""
+    cdef list wire = _build_push_items(queue, partition, items, id_source)
+    cdef bytes body = _encode(wire)
+    return body[1:len(body) - 1], wire
+
+
+def join_push_fragments(fragments):
+    """Join fragments from :func:`encode_push_fragment` into one ``POST /api/v1/push`` body
+    ``{"items":[...]}`` (see ``queen_sync._pycodec.join_push_fragments``)."""
+    if not fragments or not all(fragments):
+        raise InvalidInputError("join_push_fragments needs at least one non-empty fragment")
+    return b'{"items":[' + b",".join(fragments) + b"]}"
+
+
+# Names appended to the pure backend's ``__all__`` after this file was last mirrored are
+# borrowed from it so ``queen_sync.codec`` keeps working; ``_BORROWED`` lists them and
+# ``tests/test_codec_parity.py`` fails until they are compiled here too.
+_BORROWED = tuple(_name for _name in _pycodec.__all__ if _name not in globals())
+for _name in _BORROWED:
+    globals()[_name] = getattr(_pycodec, _name)
