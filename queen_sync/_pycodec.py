@@ -33,6 +33,8 @@ __all__ = [
     "build_push_items",
     "encode_push_items",
     "encode_push",
+    "encode_push_fragment",
+    "join_push_fragments",
     "encode_ack",
     "encode_ack_batch",
     "build_tx_push_op",
@@ -55,7 +57,7 @@ QUEUE_MODE = "__QUEUE_MODE__"
 #: ``error`` values of a pop reply that mean "nothing to deliver right now", not a failure.
 EMPTY_POP_ERRORS = frozenset({"no_available_partition", "partition_not_found", "lease_held"})
 
-_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 _STATUS_ALIASES = {
     True: "completed",
@@ -94,7 +96,8 @@ def new_transaction_id() -> str:
 
 def is_uuid(value: Any) -> bool:
     """True when ``value`` is a str in canonical 8-4-4-4-12 hex UUID form (any version)."""
-    return isinstance(value, str) and _UUID_RE.match(value) is not None
+    # fullmatch: a trailing newline must not pass (``$`` would allow one)
+    return isinstance(value, str) and _UUID_RE.fullmatch(value) is not None
 
 
 def normalize_status(status: Any) -> str:
@@ -361,7 +364,7 @@ def decode_pop(body: Any) -> List[Dict[str, Any]]:
         raise ProtocolError("pop reply is not a JSON object", body if isinstance(body, bytes) else None)
     messages = doc.get("messages")
     err = doc.get("error")
-    if err is not None and err not in EMPTY_POP_ERRORS:
+    if err is not None and not (isinstance(err, str) and err in EMPTY_POP_ERRORS):
         raise _refusal(doc, "pop")
     if messages is None:
         if err is not None:
@@ -414,3 +417,40 @@ def decode_transaction_result(body: Any) -> Dict[str, Any]:
     if not isinstance(doc, dict):
         raise ProtocolError("transaction reply is not a JSON object", body if isinstance(body, bytes) else None)
     return doc
+
+
+# --------------------------------------------------------------------------- buffered push
+
+
+def encode_push_fragment(
+    queue: str,
+    partition: Optional[str],
+    items: Sequence[Mapping[str, Any]],
+    id_source: Optional[Callable[[], str]] = None,
+) -> Tuple[bytes, List[Dict[str, Any]]]:
+    """Build and encode push items as a **fragment**: the comma-separated JSON objects of a
+    ``{"items": [...]}`` body, without the brackets (``b""`` for no items).
+
+    Used by the buffered producer: items are encoded (and validated) when pushed, and a batch
+    body is :func:`join_push_fragments` of the buffered fragments. Returns ``(fragment,
+    wire_items)``; item rules as in :func:`build_push_items`.
+
+    Raises:
+        InvalidInputError: a bad item, ``transactionId`` / ``traceId``, or a payload that is
+            not JSON-serialisable.
+    """
+    wire = build_push_items(queue, partition, items, id_source)
+    return encode_json(wire)[1:-1], wire
+
+
+def join_push_fragments(fragments: Sequence[bytes]) -> bytes:
+    """Join fragments made by :func:`encode_push_fragment` into one ``POST /api/v1/push`` body
+    ``{"items":[...]}``, byte-identical to :func:`encode_push_items` of the same wire items.
+
+    Raises:
+        InvalidInputError: no fragment, or an empty one (a push body must hold items).
+    """
+    if not fragments or not all(fragments):
+        raise InvalidInputError("join_push_fragments needs at least one non-empty fragment")
+    return b'{"items":[' + b",".join(fragments) + b"]}"
+

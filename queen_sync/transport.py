@@ -1,23 +1,62 @@
 """The one HTTP transport of queen_sync: a urllib3 ``PoolManager`` shared by every thread.
 
-- One pool per broker URL, ``maxsize`` connections kept alive per host (64 by default, so
-  many threads can talk to the broker at once without opening a socket per request).
-- urllib3's own retries are off (``retries=False``); :meth:`Transport.request` runs its own
-  loop with capped exponential backoff and jitter:
+Connections
+    One pool per broker URL, ``maxsize`` connections kept alive per host (64 by default, so
+    many threads can talk to the broker at once without opening a socket per request).
+    After a 204 the connection is dropped, never reused (a 0.15 broker sends a body with its
+    204, which would desynchronise a keep-alive connection). Every POST carries a body
+    (``{}`` at least): the broker answers an empty one with 400. Any 2xx reply is success at
+    this level; callers decide from the body (a Queen 0.15 broker answers most refusals with
+    200). Non-2xx replies raise :class:`QueenHTTPError` and its subclasses.
 
-  * connection errors where the request was never sent (refused, DNS, connect timeout) are
-    always retried, and fail over to the next broker URL (round-robin);
-  * read errors, read timeouts and 5xx replies are retried only for idempotent calls
-    (GET, push, configure, delete, lease extend);
-  * 4xx replies are never retried.
+Retries (urllib3's own retries are off; :meth:`Transport.request` runs its own loop)
+    Delays come from a pluggable :class:`Backoff` (redis-py style: ``compute(failures)``
+    returns seconds); the default is :class:`ExponentialBackoff`, capped and with "equal
+    jitter". A ``Retry-After`` header on a 429 / 503 is honoured (seconds, at most 60).
+    Whether a failed attempt is retried depends on what may have happened at the broker:
 
-- Any 2xx reply is success at this level; callers decide from the body (a Queen 0.15 broker
-  answers most refusals with 200). Non-2xx replies raise :class:`QueenHTTPError` and its
-  subclasses. After a 204 the connection is dropped, never reused (a 0.15 broker sends a
-  body with its 204, which would desynchronise a keep-alive connection).
-- Every POST carries a body (``{}`` at least): the broker answers an empty one with 400.
-- Fork-safe: a child process builds a fresh pool on its first request (``os.getpid()`` is
-  checked on each request).
+    ==========================  =========  ==============  ===============  ================
+    failure                     push, GET  pop (``GET      ack, ack/batch,  4xx (not 429)
+                                reads,     /pop``)         transaction
+                                configure,
+                                delete,
+                                lease extend
+    ==========================  =========  ==============  ===============  ================
+    not sent (refused, DNS,     retried    retried         retried          --
+    connect timeout)
+    429 / 503 reply (refused,   retried    retried         retried          --
+    nothing processed)
+    500 / 502 reply             retried    retried         **no**           --
+    504 reply                   retried    **no**          **no**           --
+    lost reply (connection      retried    **no**          **no**           --
+    broke after sending, read
+    timeout)
+    other 4xx reply             never      never           never            never
+    ==========================  =========  ==============  ===============  ================
+
+    Why: a push body is built once with client-minted ``transactionId`` s, so a resent push
+    is answered ``duplicate`` for what was already stored (one delivery). A configure is an
+    upsert, a delete is idempotent and a lease extend sets ``max(expiry, now + s)``. A Queen
+    broker answers its asynchronous routes with 200 only, so a 5xx it sends itself comes
+    from before the work was submitted; 504 (and 502 from a proxy) may hide work that was
+    done. A pop whose reply was lost has taken a lease: the messages come back only after
+    the lease expires, so the pop is not resent blindly (the caller's next pop is the
+    retry). An ack / transaction whose reply was lost may or may not have been applied: it
+    is reported to the caller (:class:`QueenConnectionError`), never resent.
+
+Several brokers
+    ``load_balancing_strategy="round-robin"`` (default) spreads calls over the URLs;
+    ``"affinity"`` hashes the call's affinity key (``queue/partition[/consumer group]``)
+    on a consistent-hash ring (``affinity_hash_ring`` virtual nodes per URL), so one
+    partition's traffic sticks to one broker. A URL that fails (connection error, timeout,
+    5xx) is marked unhealthy and skipped for ``health_retry_after_millis``; when every URL
+    is unhealthy they are all tried anyway. Within one call, a connection error fails over
+    to the next URL at once; backoff starts when every URL has been tried.
+
+Fork safety
+    A child process gets a fresh pool and fresh locks: ``os.register_at_fork`` resets every
+    live transport in the child, and ``os.getpid()`` is checked on each request as a
+    fallback. The parent keeps its connections.
 
 Logging goes to the ``queen_sync.transport`` logger; request headers (and so the
 ``Authorization`` header) are never logged.
@@ -25,13 +64,18 @@ Logging goes to the ``queen_sync.transport`` logger; request headers (and so the
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import itertools
 import logging
 import os
 import random
 import threading
+import time
+import weakref
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from email.utils import parsedate_to_datetime
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlencode
 
 import urllib3
@@ -47,6 +91,7 @@ from . import codec
 from .errors import (
     AuthenticationError,
     ClientClosedError,
+    InvalidInputError,
     ProtocolError,
     QueenConnectionError,
     QueenHTTPError,
@@ -54,15 +99,133 @@ from .errors import (
     RouteNotFoundError,
 )
 
-__all__ = ["Transport", "Response", "DEFAULT_POOL_MAXSIZE"]
+__all__ = [
+    "Transport",
+    "Response",
+    "DEFAULT_POOL_MAXSIZE",
+    "Backoff",
+    "ExponentialBackoff",
+    "ConstantBackoff",
+    "NoBackoff",
+    "RETRY_ALWAYS",
+    "RETRY_IF_ANSWERED",
+    "RETRY_IF_UNSENT",
+    "LOAD_BALANCING_STRATEGIES",
+]
 
 log = logging.getLogger("queen_sync.transport")
 
 #: Connections kept alive per broker host.
 DEFAULT_POOL_MAXSIZE = 64
 
+#: Retry policy of idempotent calls (push, GET reads, configure, delete, lease extend).
+RETRY_ALWAYS = "always"
+#: Retry policy of pop: retried before sending and after a refusal reply (5xx but 504, 429),
+#: never after a lost reply.
+RETRY_IF_ANSWERED = "answered"
+#: Retry policy of ack / transaction: retried only before sending or after 429 / 503.
+RETRY_IF_UNSENT = "unsent"
+_POLICIES = (RETRY_ALWAYS, RETRY_IF_ANSWERED, RETRY_IF_UNSENT)
+
+#: ``load_balancing_strategy`` values.
+LOAD_BALANCING_STRATEGIES = ("round-robin", "affinity")
+
 _USER_AGENT = "queen-sync/0.1.0"
 _MAX_ERROR_TEXT = 300
+_RETRY_AFTER_CAP_S = 60.0
+_REFUSED_STATUSES = (429, 503)
+
+
+# --------------------------------------------------------------------------- backoff
+
+
+class Backoff:
+    """Retry delay policy (redis-py style). Subclass and override :meth:`compute`.
+
+    ``compute(failures)`` gets the number of failed rounds so far (0 for the first retry)
+    and returns the delay in **seconds**. Implementations must be thread-safe (one
+    instance is shared by every thread of a client).
+    """
+
+    def compute(self, failures: int) -> float:
+        """Return the delay in seconds before retry number ``failures + 1``."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Forget any state (called by nobody in queen_sync; kept for redis-py parity)."""
+
+
+class NoBackoff(Backoff):
+    """Retry at once."""
+
+    def compute(self, failures: int) -> float:
+        return 0.0
+
+    def __repr__(self) -> str:
+        return "NoBackoff()"
+
+
+class ConstantBackoff(Backoff):
+    """Always wait ``delay_millis`` milliseconds."""
+
+    def __init__(self, delay_millis: float) -> None:
+        self._s = max(0.0, float(delay_millis)) / 1000.0
+
+    def compute(self, failures: int) -> float:
+        return self._s
+
+    def __repr__(self) -> str:
+        return "ConstantBackoff(%g)" % (self._s * 1000.0)
+
+
+class ExponentialBackoff(Backoff):
+    """Capped exponential backoff: ``d = min(cap, base * 2**failures)``, then jitter.
+
+    Args:
+        base_millis: first delay in milliseconds.
+        cap_millis: largest delay in milliseconds.
+        jitter: ``"equal"`` (default: uniform in ``[d/2, d]``), ``"full"`` (uniform in
+            ``[0, d]``) or ``"none"``.
+    """
+
+    def __init__(self, base_millis: float = 500, cap_millis: float = 10000, jitter: str = "equal") -> None:
+        if jitter not in ("equal", "full", "none"):
+            raise InvalidInputError("jitter must be 'equal', 'full' or 'none', got %r" % (jitter,))
+        self._base = max(0.0, float(base_millis)) / 1000.0
+        self._cap = max(0.0, float(cap_millis)) / 1000.0
+        self._jitter = jitter
+
+    def compute(self, failures: int) -> float:
+        d = min(self._cap, self._base * (2 ** min(max(0, failures), 30)))
+        if self._jitter == "equal":
+            return d / 2.0 + random.random() * d / 2.0
+        if self._jitter == "full":
+            return random.random() * d
+        return d
+
+    def __repr__(self) -> str:
+        return "ExponentialBackoff(base_millis=%g, cap_millis=%g, jitter=%r)" % (
+            self._base * 1000.0,
+            self._cap * 1000.0,
+            self._jitter,
+        )
+
+
+# --------------------------------------------------------------------------- fork hooks
+
+_LIVE: "weakref.WeakSet[Transport]" = weakref.WeakSet()
+
+
+def _reset_all_after_fork() -> None:
+    for t in list(_LIVE):
+        try:
+            t._reset_after_fork()
+        except Exception:  # pragma: no cover - must never break a fork
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_all_after_fork)
 
 
 @dataclass(frozen=True)
@@ -83,11 +246,40 @@ class Response:
 class _Attempt(Exception):
     """Internal: one failed attempt, with what the retry loop needs to know."""
 
-    def __init__(self, error: Exception, *, sent: bool, failover: bool) -> None:
+    def __init__(
+        self,
+        error: Exception,
+        *,
+        sent: bool,
+        failover: bool,
+        status: Optional[int] = None,
+        retry_after: Optional[float] = None,
+    ) -> None:
         super().__init__(str(error))
         self.error = error
         self.sent = sent
         self.failover = failover
+        self.status = status
+        self.retry_after = retry_after
+
+
+def _may_retry(policy: str, failed: _Attempt) -> bool:
+    if not failed.sent:
+        return True
+    st = failed.status
+    if st is not None:
+        if st in _REFUSED_STATUSES:
+            return True
+        if policy == RETRY_ALWAYS:
+            return st >= 500
+        if policy == RETRY_IF_ANSWERED:
+            return st >= 500 and st != 504
+        return False
+    return policy == RETRY_ALWAYS
+
+
+def _hash64(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
 
 
 class Transport:
@@ -98,12 +290,22 @@ class Transport:
         timeout_millis: connect and read timeout of each attempt, in milliseconds.
         retry_attempts: total attempts per call (at least 1; with several URLs, every URL is
             tried at least once on connection errors).
-        retry_delay_millis: first backoff delay in milliseconds; doubles per retry, with jitter.
-        retry_max_delay_millis: cap of one backoff delay, in milliseconds.
+        retry_delay_millis: first backoff delay in milliseconds; doubles per retry, with jitter
+            (ignored when ``backoff`` is given).
+        retry_max_delay_millis: cap of one backoff delay, in milliseconds (ignored when
+            ``backoff`` is given).
         bearer_token: sent as ``Authorization: Bearer <token>``; never logged nor shown.
         headers: extra request headers, applied after the defaults (they may override them).
         pool_maxsize: connections kept alive per broker host.
         connect_timeout_millis: connect timeout in milliseconds (default: ``min(timeout_millis, 10000)``).
+        backoff: a :class:`Backoff` (default ``ExponentialBackoff(retry_delay_millis,
+            retry_max_delay_millis)``).
+        load_balancing_strategy: ``"round-robin"`` or ``"affinity"`` (see the module docstring).
+        affinity_hash_ring: virtual nodes per URL on the affinity ring.
+        health_retry_after_millis: how long a failed URL is skipped, in milliseconds.
+
+    Raises:
+        InvalidInputError: an unknown strategy or a bad ``backoff``.
     """
 
     def __init__(
@@ -118,17 +320,29 @@ class Transport:
         headers: Optional[Mapping[str, str]] = None,
         pool_maxsize: int = DEFAULT_POOL_MAXSIZE,
         connect_timeout_millis: Optional[int] = None,
+        backoff: Optional[Backoff] = None,
+        load_balancing_strategy: str = "round-robin",
+        affinity_hash_ring: int = 128,
+        health_retry_after_millis: int = 5000,
     ) -> None:
         if not urls:
             raise ValueError("at least one broker URL is needed")
+        if load_balancing_strategy not in LOAD_BALANCING_STRATEGIES:
+            raise InvalidInputError(
+                "load_balancing_strategy must be one of %s, got %r"
+                % (", ".join(LOAD_BALANCING_STRATEGIES), load_balancing_strategy)
+            )
+        if backoff is not None and not callable(getattr(backoff, "compute", None)):
+            raise InvalidInputError("backoff must have a compute(failures) -> seconds method, got %r" % (backoff,))
         self._urls: Tuple[str, ...] = tuple(urls)
         self._timeout_millis = int(timeout_millis)
         self._connect_timeout_s = (
             min(self._timeout_millis, 10000) if connect_timeout_millis is None else int(connect_timeout_millis)
         ) / 1000.0
         self._attempts = max(1, int(retry_attempts))
-        self._delay_s = max(0, int(retry_delay_millis)) / 1000.0
-        self._max_delay_s = max(0, int(retry_max_delay_millis)) / 1000.0
+        self._backoff: Backoff = backoff if backoff is not None else ExponentialBackoff(
+            max(0, int(retry_delay_millis)), max(0, int(retry_max_delay_millis))
+        )
         self._pool_maxsize = max(1, int(pool_maxsize))
         base_headers: Dict[str, str] = {
             "Accept": "application/json",
@@ -142,11 +356,28 @@ class Transport:
         self._headers = base_headers
         self._post_headers = dict(base_headers)
         self._post_headers.setdefault("Content-Type", "application/json")
+        self._strategy = load_balancing_strategy
+        self._health_retry_s = max(0, int(health_retry_after_millis)) / 1000.0
+        n = len(self._urls)
+        self._unhealthy_until: List[float] = [0.0] * n
+        self._ring_hashes: List[int] = []
+        self._ring_nodes: List[int] = []
+        if load_balancing_strategy == "affinity" and n > 1:
+            ring = sorted(
+                (_hash64("%s#%d" % (u, v)), i) for i, u in enumerate(self._urls) for v in range(max(1, int(affinity_hash_ring)))
+            )
+            self._ring_hashes = [h for h, _ in ring]
+            self._ring_nodes = [i for _, i in ring]
         self._rr = itertools.count()
         self._closed = threading.Event()
         self._lock = threading.Lock()
+        self._stats: Dict[str, int] = {"retries": 0, "failovers": 0, "errors": 0}
         self._pid = os.getpid()
         self._pool = self._new_pool()
+        # base URL -> (its urllib3 HTTP(S)ConnectionPool, path prefix); skips PoolManager's
+        # per-request URL parsing and pool-key lookup on the hot path
+        self._host_pools: Dict[str, Tuple[Any, str]] = {}
+        _LIVE.add(self)
 
     # ------------------------------------------------------------------ pool
 
@@ -158,16 +389,32 @@ class Transport:
             retries=False,
         )
 
+    def _reset_after_fork(self) -> None:
+        """In a forked child: new locks and a new pool (the parent's sockets and any lock held
+        by a parent thread that does not exist here must not be used)."""
+        self._lock = threading.Lock()
+        self._rr = itertools.count()
+        self._pool = self._new_pool()
+        self._host_pools = {}
+        self._pid = os.getpid()
+        self._unhealthy_until = [0.0] * len(self._urls)
+        log.debug("new connection pool after fork (pid %d)", self._pid)
+
     def _get_pool(self) -> urllib3.PoolManager:
-        pid = os.getpid()
-        if pid != self._pid:
-            # A forked child: the parent's sockets must not be shared. The inherited lock may
-            # be held by a thread that does not exist here, so a new one is made too.
-            self._lock = threading.Lock()
-            self._pool = self._new_pool()
-            self._pid = pid
-            log.debug("new connection pool after fork (pid %d)", pid)
+        if os.getpid() != self._pid:  # fork without the at-fork hook (e.g. os.register_at_fork missing)
+            self._reset_after_fork()
         return self._pool
+
+    def _host_pool(self, base: str) -> Tuple[Any, str]:
+        """The connection pool of broker ``base`` and its path prefix (cached)."""
+        if os.getpid() != self._pid:
+            self._reset_after_fork()
+        hp = self._host_pools.get(base)
+        if hp is None:
+            u = urllib3.util.parse_url(base)
+            hp = (self._pool.connection_from_url(base), (u.path or "").rstrip("/"))
+            self._host_pools[base] = hp
+        return hp
 
     @property
     def urls(self) -> Tuple[str, ...]:
@@ -180,8 +427,35 @@ class Transport:
         return self._timeout_millis
 
     @property
+    def backoff(self) -> Backoff:
+        """The retry delay policy."""
+        return self._backoff
+
+    @property
+    def load_balancing_strategy(self) -> str:
+        """``"round-robin"`` or ``"affinity"``."""
+        return self._strategy
+
+    @property
     def closed(self) -> bool:
         return self._closed.is_set()
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters and URL health.
+
+        Returns:
+            ``{"retries": int, "failovers": int, "errors": int (calls that failed for good),
+            "urls": [{"url": str, "healthy": bool}, ...]}``.
+        """
+        now = time.monotonic()
+        with self._lock:
+            out: Dict[str, Any] = dict(self._stats)
+        out["urls"] = [{"url": u, "healthy": self._unhealthy_until[i] <= now} for i, u in enumerate(self._urls)]
+        return out
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self._stats[key] += 1
 
     def close(self) -> None:
         """Close every pooled connection. Idempotent; later requests raise ClientClosedError."""
@@ -194,6 +468,48 @@ class Transport:
             except Exception:  # pragma: no cover - best effort
                 log.debug("error while clearing the connection pool", exc_info=True)
 
+    # ------------------------------------------------------------------ URL choice
+
+    def _ring_order(self, key: str) -> List[int]:
+        """Distinct URL indexes in ring order, starting at ``key``'s position."""
+        hashes, nodes = self._ring_hashes, self._ring_nodes
+        n = len(self._urls)
+        size = len(hashes)
+        pos = bisect.bisect_left(hashes, _hash64(key))
+        out: List[int] = []
+        for k in range(size):
+            j = nodes[(pos + k) % size]
+            if j not in out:
+                out.append(j)
+                if len(out) == n:
+                    break
+        return out
+
+    def _candidates(self, key: Optional[str]) -> List[int]:
+        """URL indexes in the order this call should try them: healthy ones first."""
+        n = len(self._urls)
+        if self._ring_hashes and key is not None:
+            order = self._ring_order(key)
+        else:
+            start = next(self._rr) % n
+            order = [(start + k) % n for k in range(n)]
+        now = time.monotonic()
+        unhealthy = self._unhealthy_until
+        healthy = [i for i in order if unhealthy[i] <= now]
+        if len(healthy) == n:
+            return order
+        return healthy + [i for i in order if unhealthy[i] > now]
+
+    def _mark_unhealthy(self, idx: int, why: Exception) -> None:
+        if len(self._urls) > 1 and self._health_retry_s > 0:
+            if self._unhealthy_until[idx] <= time.monotonic():
+                log.warning("broker %s marked unhealthy for %.0f ms: %s", self._urls[idx], self._health_retry_s * 1000, why)
+            self._unhealthy_until[idx] = time.monotonic() + self._health_retry_s
+
+    def _pause(self, seconds: float) -> bool:
+        """Sleep ``seconds`` (interruptible by :meth:`close`); True when the transport was closed."""
+        return self._closed.wait(seconds) if seconds > 0 else self._closed.is_set()
+
     # ------------------------------------------------------------------ request
 
     def request(
@@ -203,18 +519,25 @@ class Transport:
         *,
         body: Optional[bytes] = None,
         query: Optional[Mapping[str, Any]] = None,
-        idempotent: bool,
+        idempotent: bool = False,
         timeout_millis: Optional[int] = None,
+        retry: Optional[str] = None,
+        affinity_key: Optional[str] = None,
     ) -> Response:
         """Send one call, with retries and failover, and return the 2xx reply.
 
         Args:
             method: ``GET``, ``POST`` or ``DELETE``.
             path: the route, starting with ``/`` (already validated / URL-safe).
-            body: the JSON body bytes; a POST without one sends ``{}``.
+            body: the JSON body bytes; a POST without one sends ``{}``. The same bytes are
+                resent on every retry.
             query: query parameters (values already strings), or ``None``.
-            idempotent: whether a read error, read timeout or 5xx may be retried.
+            idempotent: shorthand for ``retry=RETRY_ALWAYS`` (True) or ``RETRY_IF_UNSENT`` (False).
             timeout_millis: read timeout of this call in milliseconds (default: the client's).
+            retry: the retry policy, :data:`RETRY_ALWAYS`, :data:`RETRY_IF_ANSWERED` or
+                :data:`RETRY_IF_UNSENT` (see the module docstring); overrides ``idempotent``.
+            affinity_key: with ``"affinity"`` load balancing, the key hashed to pick the
+                broker (``queue/partition[/group]``); ``None`` means round-robin.
 
         Returns:
             the :class:`Response` (any 2xx status).
@@ -224,10 +547,14 @@ class Transport:
             QueenConnectionError: the broker could not be reached or the connection broke.
             QueenTimeoutError: a connect or read timeout.
             AuthenticationError: 401 / 403. RouteNotFoundError: 404.
-            QueenHTTPError: any other non-2xx reply.
+            QueenHTTPError: any other non-2xx reply (``.retry_after`` holds a 429 / 503
+            ``Retry-After`` in seconds, or None).
         """
         if self._closed.is_set():
             raise ClientClosedError("the Queen client is closed")
+        policy = retry if retry is not None else (RETRY_ALWAYS if idempotent else RETRY_IF_UNSENT)
+        if policy not in _POLICIES:
+            raise InvalidInputError("unknown retry policy %r" % (policy,))
         method = method.upper()
         if method == "POST" and not body:
             body = b"{}"
@@ -238,29 +565,38 @@ class Transport:
 
         n = len(self._urls)
         max_attempts = max(self._attempts, n)
-        idx = next(self._rr) % n
-        tried = set()
-        retry_no = 0
+        order = self._candidates(affinity_key) if n > 1 else [0]
+        pos = 0
+        rounds = 0
         attempt = 0
         while True:
+            idx = order[pos]
             base = self._urls[idx]
-            tried.add(idx)
             attempt += 1
             try:
-                return self._attempt(base, method, path, target, body, headers, timeout)
+                resp = self._attempt(base, method, path, target, body, headers, timeout)
             except _Attempt as failed:
-                retryable = (not failed.sent) or idempotent
-                if not retryable or attempt >= max_attempts or self._closed.is_set():
+                if failed.failover and n > 1:
+                    self._mark_unhealthy(idx, failed.error)
+                if not _may_retry(policy, failed) or attempt >= max_attempts or self._closed.is_set():
+                    self._count("errors")
                     if self._closed.is_set() and not failed.sent:
                         raise ClientClosedError("the Queen client is closed") from None
                     raise failed.error from None
-                if failed.failover and n > 1:
-                    idx = (idx + 1) % n
-                if idx in tried:
-                    delay = self._backoff(retry_no)
-                    retry_no += 1
-                else:
+                if failed.failover and pos + 1 < len(order):
+                    pos += 1  # next broker at once
                     delay = 0.0
+                    self._count("failovers")
+                else:
+                    delay = self._backoff.compute(rounds)
+                    rounds += 1
+                    if n > 1:
+                        order = self._candidates(affinity_key)
+                        pos = 0
+                if failed.retry_after is not None:
+                    delay = max(delay, min(failed.retry_after, _RETRY_AFTER_CAP_S))
+                self._count("retries")
+                nxt = self._urls[order[pos]]
                 log.warning(
                     "%s %s to %s failed (%s); attempt %d of %d, retrying%s in %.0f ms",
                     method,
@@ -269,16 +605,15 @@ class Transport:
                     failed.error,
                     attempt,
                     max_attempts,
-                    (" on " + self._urls[idx]) if self._urls[idx] != base else "",
+                    (" on " + nxt) if nxt != base else "",
                     delay * 1000.0,
                 )
-                if delay > 0 and self._closed.wait(delay):
+                if self._pause(delay):
                     raise ClientClosedError("the Queen client was closed while retrying") from None
-
-    def _backoff(self, retry_no: int) -> float:
-        """Capped exponential backoff with 'equal jitter': in [d/2, d], d = base * 2**n."""
-        d = min(self._max_delay_s, self._delay_s * (2 ** min(retry_no, 30)))
-        return d / 2.0 + random.random() * d / 2.0
+                continue
+            if n > 1 and self._unhealthy_until[idx]:
+                self._unhealthy_until[idx] = 0.0
+            return resp
 
     def _attempt(
         self,
@@ -290,13 +625,12 @@ class Transport:
         headers: Mapping[str, str],
         timeout: urllib3.Timeout,
     ) -> Response:
-        url = base + target
-        pool = self._get_pool()
+        pool, prefix = self._host_pool(base)
         log.debug("%s %s%s", method, base, path)
         try:
             resp = pool.urlopen(
                 method,
-                url,
+                prefix + target,
                 body=body,
                 headers=headers,
                 timeout=timeout,
@@ -373,9 +707,33 @@ class Transport:
         if 200 <= status < 300:
             return Response(status, data, base)
         err = _http_error(method, path, base, status, data)
-        if status >= 500:
-            raise _Attempt(err, sent=True, failover=False)
+        retry_after: Optional[float] = None
+        if status in _REFUSED_STATUSES:
+            retry_after = _parse_retry_after(resp.headers.get("Retry-After"))
+        setattr(err, "retry_after", retry_after)
+        if status >= 500 or status == 429:
+            raise _Attempt(err, sent=True, failover=status != 429, status=status, retry_after=retry_after)
         raise err
+
+
+def _parse_retry_after(value: Optional[str]) -> Optional[float]:
+    """``Retry-After`` as seconds (delta-seconds, a decimal, or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        s = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        s = when.timestamp() - time.time()
+    if s != s:  # NaN
+        return None
+    return max(0.0, s)
 
 
 def _reason(exc: BaseException) -> str:

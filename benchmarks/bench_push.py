@@ -1,0 +1,288 @@
+#!/usr/bin/env python
+"""Push throughput, client CPU per message and single-push latency: queen_sync against the
+official async client ``queen-mq`` (0.15.0), in the same run, against the same broker.
+
+Usage::
+
+    python benchmarks/bench_push.py              # starts `python -m queen_sync.testing` as a subprocess
+    QUEEN_URL=http://host:6632 python benchmarks/bench_push.py
+    python benchmarks/bench_push.py --scale 0.2  # quicker; --scale 3 for steadier numbers
+
+What is measured:
+
+- ``push batch=N``: each call pushes a list of N items; the same total number of messages is
+  pushed from 1 and from 8 threads (queen_sync: 8 OS threads sharing one ``Queen``;
+  queen-mq: 8 concurrent asyncio tasks sharing one client, its intended concurrency model).
+- ``buffered 1-item``: single-item pushes into a client-side buffer (1000 messages / 50 ms),
+  then a flush.
+- msg/s is wall-clock; CPU us/msg is ``time.process_time()`` of this process (the client
+  side only: the broker runs in another process) divided by the messages pushed.
+- latency: one single-item push made from plain synchronous code, as a Flask / Django view
+  would: queen_sync directly on a shared client; queen-mq through ``asyncio.run(...)``, which
+  needs a client created inside that event loop (an httpx AsyncClient cannot be shared
+  across loops), so the client is created and closed per call.
+
+Ratios are queen_sync / queen-mq (throughput: higher is better; CPU and latency: lower is
+better). The broker is the embedded Python one unless ``QUEEN_URL`` is set, so absolute
+throughput is bounded by it; the CPU column is the client's own cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import logging
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from typing import Any, Dict, List, Optional, Tuple
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import queen_sync  # noqa: E402
+from queen_sync import Queen  # noqa: E402
+
+try:
+    import queen as queen_mq  # the official async client
+except ImportError:  # pragma: no cover
+    queen_mq = None
+
+
+def start_broker() -> Tuple[str, Optional[subprocess.Popen]]:
+    url = os.environ.get("QUEEN_URL")
+    if url:
+        return url.rstrip("/"), None
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "queen_sync.testing", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."),
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()  # "... listening on ..."
+    return "http://127.0.0.1:%d" % port, proc
+
+
+def payloads(batch: int) -> List[Dict[str, Any]]:
+    return [{"data": {"i": i, "order": "ord-%06d" % i, "amount": 12.5, "tags": ["a", "b"]}} for i in range(batch)]
+
+
+def split(total: int, parts: int) -> List[int]:
+    return [total // parts + (1 if k < total % parts else 0) for k in range(parts)]
+
+
+# --------------------------------------------------------------------------- queen_sync
+
+
+def ours_push(url: str, queue: str, batch: int, threads: int, total: int, buffered: bool) -> Tuple[float, float]:
+    q = Queen(url, pool_maxsize=max(8, threads))
+    items = payloads(batch)
+    calls = split(total // batch, threads)
+    barrier = threading.Barrier(threads + 1)
+
+    def work(n: int) -> None:
+        qb = q.queue(queue)
+        if buffered:
+            qb = qb.buffer(1000, 50)
+        barrier.wait()
+        if buffered:
+            for _ in range(n):
+                qb.push(items[0])
+        else:
+            for _ in range(n):
+                qb.push(items)
+
+    ths = [threading.Thread(target=work, args=(n,)) for n in calls]
+    for t in ths:
+        t.start()
+    barrier.wait()
+    t0, c0 = time.perf_counter(), time.process_time()
+    for t in ths:
+        t.join()
+    if buffered:
+        assert q.flush_all_buffers(120000) == 0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    q.close()
+    return wall, cpu
+
+
+def ours_latency(url: str, queue: str, n: int) -> List[float]:
+    out = []
+    with Queen(url) as q:
+        qb = q.queue(queue)
+        qb.push({"data": -1})  # warm the connection
+        for i in range(n):
+            t = time.perf_counter()
+            qb.push({"data": {"i": i}})
+            out.append(time.perf_counter() - t)
+    return out
+
+
+# --------------------------------------------------------------------------- queen-mq
+
+
+def theirs_push(url: str, queue: str, batch: int, conc: int, total: int, buffered: bool) -> Tuple[float, float]:
+    items = payloads(batch)
+    calls = split(total // batch, conc)
+    res: Dict[str, float] = {}
+
+    async def main() -> None:
+        q = queen_mq.Queen(url)
+
+        async def work(n: int) -> None:
+            if buffered:
+                for _ in range(n):
+                    await q.queue(queue).buffer({"message_count": 1000, "time_millis": 50}).push(items[0])
+            else:
+                for _ in range(n):
+                    await q.queue(queue).push(items)
+
+        t0, c0 = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(work(n) for n in calls))
+        if buffered:
+            await q.flush_all_buffers()
+        res["wall"], res["cpu"] = time.perf_counter() - t0, time.process_time() - c0
+        await q.close()
+
+    with contextlib.redirect_stdout(io.StringIO()):  # queen-mq prints on flush and close
+        asyncio.run(main())
+    return res["wall"], res["cpu"]
+
+
+def theirs_latency(url: str, queue: str, n: int) -> List[float]:
+    async def one(i: int) -> None:
+        q = queen_mq.Queen(url)
+        try:
+            await q.queue(queue).push({"data": {"i": i}})
+        finally:
+            await q.close()
+
+    out = []
+    with contextlib.redirect_stdout(io.StringIO()):
+        asyncio.run(one(-1))
+        for i in range(n):
+            t = time.perf_counter()
+            asyncio.run(one(i))  # what a synchronous view function has to do
+            out.append(time.perf_counter() - t)
+    return out
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def pct(xs: List[float], p: float) -> float:
+    xs = sorted(xs)
+    k = min(len(xs) - 1, max(0, int(round(p / 100.0 * (len(xs) - 1)))))
+    return xs[k]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply message counts (default 1.0)")
+    ap.add_argument("--latency-samples", type=int, default=300, help="single pushes per client (default 300)")
+    opts = ap.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    if queen_mq is None:
+        print("queen-mq is not installed: pip install queen-mq==0.15.0", file=sys.stderr)
+        return 2
+    url, proc = start_broker()
+    run_id = uuid.uuid4().hex[:6]
+    admin = Queen(url)
+    try:
+        print("broker: %s (%s)" % (url, "QUEEN_URL" if proc is None else "embedded, subprocess"))
+        print(
+            "queen_sync %s (codec: %s) vs queen-mq %s; python %s; %d CPUs"
+            % (queen_sync.__version__, queen_sync.codec_backend, queen_mq.__version__, sys.version.split()[0], os.cpu_count() or 0)
+        )
+        s = opts.scale
+        workloads = [
+            ("push batch=1", 1, int(1500 * s), False),
+            ("push batch=100", 100, int(30000 * s), False),
+            ("push batch=1000", 1000, int(60000 * s), False),
+            ("buffered 1-item", 1, int(20000 * s), True),
+        ]
+        rows = []
+        for name, batch, total, buffered in workloads:
+            total = max(batch, total - total % batch)
+            for threads in (1, 8):
+                r: Dict[str, Any] = {"name": name, "threads": threads, "total": total}
+                for who, fn in (("ours", ours_push), ("theirs", theirs_push)):
+                    queue = "bench-%s-%s-%d-%d-%s" % (run_id, who, batch, threads, "b" if buffered else "u")
+                    wall, cpu = fn(url, queue, batch, threads, total, buffered)
+                    r[who] = (total / wall, cpu / total * 1e6)
+                    admin.queue(queue).delete()
+                rows.append(r)
+                print(
+                    "  done: %-16s threads=%d  ours %.0f msg/s, queen-mq %.0f msg/s"
+                    % (name, threads, r["ours"][0], r["theirs"][0]),
+                    flush=True,
+                )
+
+        lq = "bench-%s-lat" % run_id
+        lo = ours_latency(url, lq + "-ours", opts.latency_samples)
+        lt = theirs_latency(url, lq + "-theirs", max(50, opts.latency_samples // 2))
+        admin.queue(lq + "-ours").delete()
+        admin.queue(lq + "-theirs").delete()
+
+        print()
+        print("Throughput and client CPU (ratio = queen_sync / queen-mq)")
+        hdr = "%-17s %7s %8s | %11s %11s | %11s %11s | %9s %9s" % (
+            "workload", "threads", "messages", "ours msg/s", "ours us/msg", "mq msg/s", "mq us/msg", "x msg/s", "x CPU",
+        )
+        print(hdr)
+        print("-" * len(hdr))
+        for r in rows:
+            o, t = r["ours"], r["theirs"]
+            print(
+                "%-17s %7s %8d | %11.0f %11.1f | %11.0f %11.1f | %8.2fx %8.2fx"
+                % (
+                    r["name"],
+                    "1" if r["threads"] == 1 else "8",
+                    r["total"],
+                    o[0],
+                    o[1],
+                    t[0],
+                    t[1],
+                    o[0] / t[0],
+                    o[1] / t[1],
+                )
+            )
+        print("(threads=8: queen_sync uses 8 OS threads on one Queen; queen-mq 8 asyncio tasks on one client)")
+        print()
+        print("Single push from synchronous code, latency in ms")
+        hdr2 = "%-44s %8s %8s %8s %8s" % ("client", "samples", "p50", "p99", "mean")
+        print(hdr2)
+        print("-" * len(hdr2))
+        for label, xs in (
+            ("queen_sync: q.queue(..).push(...)", lo),
+            ("queen-mq: asyncio.run(new client + push)", lt),
+        ):
+            print(
+                "%-44s %8d %8.2f %8.2f %8.2f"
+                % (label, len(xs), pct(xs, 50) * 1e3, pct(xs, 99) * 1e3, statistics.mean(xs) * 1e3)
+            )
+        print(
+            "ratio p50 %.2fx, p99 %.2fx (queen_sync / queen-mq; lower is better)"
+            % (pct(lo, 50) / pct(lt, 50), pct(lo, 99) / pct(lt, 99))
+        )
+    finally:
+        admin.close()
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

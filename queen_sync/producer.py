@@ -1,0 +1,666 @@
+"""Buffered, batching producer: ``q.queue("orders").partition("p").buffer(500, 100).push(item)``.
+
+Each ``(queue, partition)`` gets one :class:`PushBuffer` with its own background thread
+(started on the first buffered push), modelled on OpenTelemetry's batch processor:
+
+- **Validated at push time.** Items are turned into wire items and JSON-encoded when
+  :meth:`PushBuffer.add` is called (``codec.encode_push_fragment``), so a bad ``traceId``
+  or a payload that is not JSON-serialisable raises :class:`InvalidInputError` in the
+  pushing thread, and nothing is buffered. A batch body is just the buffered fragments
+  joined (``codec.join_push_fragments``); it is built **once**, so every resend carries the
+  same ``transactionId`` s and the broker answers ``duplicate`` for what it already stored.
+- **Batching.** A batch is sent when ``message_count`` messages or ``max_bytes`` bytes of
+  encoded items are buffered, ``time_millis`` after the oldest buffered message arrived,
+  on :meth:`PushBuffer.flush` / :meth:`BufferManager.flush_all`, or on close. A batch holds
+  at most ``message_count`` messages and about ``max_bytes`` bytes (one push call is never
+  split: ``push(list)`` of up to ``message_count`` items travels in one batch).
+- **Bounded, never lossy.** At most ``max_messages`` messages are held (waiting or in
+  flight). When full, ``push`` blocks up to ``block_timeout_millis`` and then raises
+  :class:`BufferFullError`; nothing is dropped silently. A batch that fails (after the
+  transport's own retries) is resent, in order, with capped backoff, until it is
+  delivered or the buffer is closed. Items the broker answers ``duplicate`` count as
+  delivered; items it answers ``failed`` are resent with the batch (up to
+  ``FAILED_ITEM_ROUNDS`` times), then logged at ERROR and counted in ``failed``.
+- **Close.** :meth:`BufferManager.close` stops new pushes (:class:`ClientClosedError`),
+  flushes for at most the given timeout, and returns the number of messages it could not
+  confirm (also logged at ERROR and kept in ``unsent_on_close``).
+- **Fork.** After ``os.fork()`` the child starts with no buffers and no threads (a fresh
+  manager state, via ``os.register_at_fork`` and a pid check); the parent keeps and sends
+  its own messages, so nothing is sent twice. Under uWSGI without ``enable-threads`` a
+  warning is logged when the first background thread starts.
+- **Exit.** An ``atexit`` hook flushes what is still buffered (bounded by the close timeout).
+
+Logging goes to the ``queen_sync.producer`` logger.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import threading
+import time
+import weakref
+from dataclasses import asdict, dataclass
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from . import codec
+from .errors import BufferFullError, ClientClosedError, InvalidInputError, QueenError
+from .transport import RETRY_ALWAYS, Backoff, ExponentialBackoff, Transport
+
+__all__ = ["BufferOptions", "PushBuffer", "BufferManager", "FAILED_ITEM_ROUNDS", "DEFAULT_CLOSE_TIMEOUT_MILLIS"]
+
+log = logging.getLogger("queen_sync.producer")
+
+#: How many times a batch is resent because the broker answered some items ``failed``.
+FAILED_ITEM_ROUNDS = 3
+#: Default bound of close()'s final flush, in milliseconds.
+DEFAULT_CLOSE_TIMEOUT_MILLIS = 30000
+
+
+def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError("%s must be an int >= %d, got %r" % (name, minimum, value))
+    return value
+
+
+@dataclass(frozen=True)
+class BufferOptions:
+    """Options of a push buffer (see :meth:`QueueBuilder.buffer`).
+
+    Attributes:
+        message_count: send a batch when this many messages are buffered; also the largest
+            batch (default 100).
+        time_millis: send a batch this many **milliseconds** after the oldest buffered
+            message arrived (default 1000).
+        max_bytes: send a batch when this many bytes of encoded items are buffered; also the
+            (soft) largest batch body (default 1 MiB).
+        max_messages: bound of the buffer: messages waiting or in flight (default
+            ``max(10000, 10 * message_count)``; at least ``message_count``).
+        block_timeout_millis: how long a push into a full buffer waits for room, in
+            **milliseconds**, before raising :class:`BufferFullError` (default 10000; 0 = fail at once).
+
+    Raises:
+        InvalidInputError: a value that is not a positive int (``block_timeout_millis`` may be 0).
+    """
+
+    message_count: int = 100
+    time_millis: int = 1000
+    max_bytes: int = 1 << 20
+    max_messages: Optional[int] = None
+    block_timeout_millis: int = 10000
+
+    def __post_init__(self) -> None:
+        _positive_int("message_count", self.message_count)
+        _positive_int("time_millis", self.time_millis, 0)
+        _positive_int("max_bytes", self.max_bytes)
+        _positive_int("block_timeout_millis", self.block_timeout_millis, 0)
+        if self.max_messages is None:
+            object.__setattr__(self, "max_messages", max(10000, 10 * self.message_count))
+        else:
+            _positive_int("max_messages", self.max_messages)
+            if self.max_messages < self.message_count:
+                raise InvalidInputError(
+                    "max_messages (%d) must be >= message_count (%d)" % (self.max_messages, self.message_count)
+                )
+
+
+# --------------------------------------------------------------------------- one buffer
+
+
+class PushBuffer:
+    """The buffer of one ``(queue, partition)``: a FIFO of encoded push fragments and one
+    background sender thread. Made by :class:`BufferManager`; thread-safe."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        queue: str,
+        partition: Optional[str],
+        options: BufferOptions,
+        backoff: Backoff,
+    ) -> None:
+        self._transport = transport
+        self.queue = queue
+        self.partition = partition
+        self.options = options
+        self._backoff = backoff
+        self._affinity = "%s/%s" % (queue, partition or "Default")
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)  # the sender waits for work
+        self._room = threading.Condition(self._lock)  # pushers wait for room / delivery
+        self._stop = threading.Event()  # set when close() gives up: the sender stops retrying
+        # FIFO of (fragment, message count, enqueue time (monotonic s))
+        self._frags: Deque[Tuple[bytes, int, float]] = collections.deque()
+        self._waiting = 0  # messages in _frags
+        self._waiting_bytes = 0
+        self._in_flight = 0  # messages of the batch being sent
+        self._enqueued = 0  # messages ever accepted (sequence)
+        self._taken = 0  # messages ever taken into a batch
+        self._done = 0  # messages ever delivered (queued / duplicate) or given up as failed
+        self._flush_upto = 0  # send regardless of thresholds until _taken reaches this
+        self._closed = False
+        self._thread: Optional[threading.Thread] = None
+        self._s: Dict[str, Any] = {
+            "delivered": 0,
+            "duplicates": 0,
+            "failed": 0,
+            "batches": 0,
+            "retries": 0,
+            "full_timeouts": 0,
+            "last_error": None,
+        }
+
+    def __repr__(self) -> str:
+        return "PushBuffer(queue=%r, partition=%r, unsent=%d)" % (self.queue, self.partition, self.unsent)
+
+    # ------------------------------------------------------------------ producer side
+
+    @property
+    def unsent(self) -> int:
+        """Messages accepted and not yet confirmed by the broker (waiting or in flight)."""
+        return self._waiting + self._in_flight
+
+    def add(self, fragments: Sequence[Tuple[bytes, int]], timeout_millis: Optional[int] = None) -> None:
+        """Append already-encoded fragments (all or none), blocking while the buffer is full.
+
+        Args:
+            fragments: ``(fragment bytes, message count)`` pairs from ``codec.encode_push_fragment``.
+            timeout_millis: how long to wait for room, in milliseconds (default: the
+                buffer's ``block_timeout_millis``).
+
+        Raises:
+            BufferFullError: no room within the timeout (nothing of this call was buffered).
+            ClientClosedError: the buffer (client) is closed.
+        """
+        count = sum(c for _, c in fragments)
+        nbytes = sum(len(f) for f, _ in fragments)
+        limit = self.options.max_messages
+        with self._lock:
+            if self._closed:
+                raise ClientClosedError("the Queen client (push buffer of %s) is closed" % self._affinity)
+            if self._waiting + self._in_flight + count > limit:
+                wait_ms = self.options.block_timeout_millis if timeout_millis is None else timeout_millis
+                deadline = time.monotonic() + wait_ms / 1000.0
+                while self._waiting + self._in_flight + count > limit:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        self._s["full_timeouts"] += 1
+                        raise BufferFullError(
+                            "push buffer of %s is full (%d of %d messages unsent) after waiting %d ms; last error: %s"
+                            % (self._affinity, self._waiting + self._in_flight, limit, wait_ms, self._s["last_error"])
+                        )
+                    self._room.wait(left)
+                    if self._closed:
+                        raise ClientClosedError("the Queen client (push buffer of %s) is closed" % self._affinity)
+            now = time.monotonic()
+            was_empty = not self._frags
+            for frag, c in fragments:
+                self._frags.append((frag, c, now))
+            self._waiting += count
+            self._waiting_bytes += nbytes
+            self._enqueued += count
+            if self._thread is None:
+                self._start_thread()
+            if (
+                was_empty
+                or self._waiting >= self.options.message_count
+                or self._waiting_bytes >= self.options.max_bytes
+            ):
+                self._work.notify()
+
+    def _start_thread(self) -> None:
+        _warn_uwsgi_without_threads()
+        t = threading.Thread(target=self._run, name="queen-buffer-%s" % self._affinity, daemon=True)
+        self._thread = t
+        t.start()
+
+    def flush(self, timeout_millis: Optional[int] = None) -> int:
+        """Send everything buffered now and wait until the broker confirmed it.
+
+        Args:
+            timeout_millis: how long to wait, in milliseconds (None = until delivered).
+
+        Returns:
+            the number of those messages still unconfirmed when the wait ended (0 = all delivered).
+        """
+        with self._lock:
+            target = self._enqueued
+            return self._flush_wait_locked(target, _deadline(timeout_millis))
+
+    def _request_flush_locked(self) -> int:
+        target = self._enqueued
+        if target > self._flush_upto:
+            self._flush_upto = target
+            self._work.notify()
+        return target
+
+    def _flush_wait_locked(self, target: int, deadline: Optional[float]) -> int:
+        self._request_flush_locked()
+        while self._done < target:
+            if self._thread is None or not self._thread.is_alive() or self._stop.is_set():
+                break
+            if deadline is None:
+                self._room.wait()
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._room.wait(left)
+        return max(0, target - self._done)
+
+    def close(self, deadline: Optional[float]) -> int:
+        """Refuse new pushes, flush until ``deadline`` (a ``time.monotonic()`` value, None =
+        no limit), then stop the sender. Returns the number of unconfirmed messages."""
+        with self._lock:
+            self._closed = True
+            self._room.notify_all()  # blocked pushers raise ClientClosedError
+            target = self._enqueued
+            unsent = self._flush_wait_locked(target, deadline)
+            self._stop.set()
+            self._work.notify_all()
+        return unsent
+
+    # ------------------------------------------------------------------ sender thread
+
+    def _take_batch_locked(self) -> Tuple[List[bytes], int]:
+        frags: List[bytes] = []
+        count = 0
+        size = 0
+        max_count = self.options.message_count
+        max_bytes = self.options.max_bytes
+        while self._frags:
+            frag, c, _ = self._frags[0]
+            if frags and (count + c > max_count or size + len(frag) > max_bytes):
+                break
+            self._frags.popleft()
+            frags.append(frag)
+            count += c
+            size += len(frag)
+        self._waiting -= count
+        self._waiting_bytes -= size
+        self._in_flight = count
+        self._taken += count
+        return frags, count
+
+    def _due_locked(self, now: float) -> Optional[float]:
+        """None when a batch is due now, else seconds until the time trigger."""
+        if (
+            self._waiting >= self.options.message_count
+            or self._waiting_bytes >= self.options.max_bytes
+            or self._taken < self._flush_upto
+            or self._closed
+        ):
+            return None
+        left = self._frags[0][2] + self.options.time_millis / 1000.0 - now
+        return None if left <= 0 else left
+
+    def _run(self) -> None:
+        me = threading.current_thread()
+        while True:
+            with self._lock:
+                while True:
+                    if self._thread is not me or self._stop.is_set():
+                        return
+                    if not self._frags:
+                        if self._closed:
+                            return
+                        self._work.wait()
+                        continue
+                    left = self._due_locked(time.monotonic())
+                    if left is None:
+                        break
+                    self._work.wait(left)
+                frags, count = self._take_batch_locked()
+            delivered = self._send(frags, count)
+            with self._lock:
+                self._in_flight = 0
+                if delivered:
+                    self._done += count
+                else:  # stopped: the batch stays counted as unsent
+                    self._waiting += count
+                    self._stop.set()
+                self._room.notify_all()
+                if not delivered:
+                    return
+
+    def _send(self, frags: List[bytes], count: int) -> bool:
+        """Send one batch until delivered (True) or the buffer is stopped (False)."""
+        body = codec.join_push_fragments(frags)  # built once: resends reuse the transactionIds
+        failures = 0
+        item_rounds = 0
+        statuses: Dict[int, str] = {}
+        while True:
+            if self._stop.is_set():
+                return False
+            try:
+                resp = self._transport.request(
+                    "POST", "/api/v1/push", body=body, retry=RETRY_ALWAYS, affinity_key=self._affinity
+                )
+                results = codec.decode_push_result(resp.data)
+            except ClientClosedError:
+                return False
+            except QueenError as exc:
+                with self._lock:
+                    self._s["retries"] += 1
+                    self._s["last_error"] = str(exc)
+                delay = self._backoff.compute(failures)
+                failures += 1
+                log.warning(
+                    "push batch of %d messages to %s failed (%s); resending in %.0f ms",
+                    count,
+                    self._affinity,
+                    exc,
+                    delay * 1000.0,
+                )
+                if self._stop.wait(delay):
+                    return False
+                continue
+            except Exception as exc:  # a bug must not kill the sender silently
+                log.exception("unexpected error while sending a push batch to %s", self._affinity)
+                with self._lock:
+                    self._s["retries"] += 1
+                    self._s["last_error"] = repr(exc)
+                if self._stop.wait(self._backoff.compute(failures)):
+                    return False
+                failures += 1
+                continue
+            for i, r in enumerate(results):
+                st = r.get("status")
+                if statuses.get(i) in (None, "failed"):
+                    statuses[i] = st if isinstance(st, str) else "failed"
+            if len(results) != count:
+                log.error("push reply to %s has %d results for %d items", self._affinity, len(results), count)
+            failed = [i for i in range(count) if statuses.get(i, "failed") == "failed"]
+            if failed and item_rounds < FAILED_ITEM_ROUNDS and not self._stop.is_set():
+                item_rounds += 1
+                errors = sorted({str(results[i].get("error")) for i in failed if i < len(results)})
+                with self._lock:
+                    self._s["last_error"] = "; ".join(errors)
+                log.warning(
+                    "%d of %d pushed items to %s failed (%s); resending the batch",
+                    len(failed),
+                    count,
+                    self._affinity,
+                    ", ".join(errors),
+                )
+                if self._stop.wait(self._backoff.compute(item_rounds - 1)):
+                    return False
+                continue
+            dup = sum(1 for s in statuses.values() if s == "duplicate")
+            with self._lock:
+                self._s["batches"] += 1
+                self._s["delivered"] += count - len(failed)
+                self._s["duplicates"] += dup
+                self._s["failed"] += len(failed)
+            if failed:
+                log.error(
+                    "%d of %d pushed items to %s were refused by the broker %d times and are not delivered",
+                    len(failed),
+                    count,
+                    self._affinity,
+                    item_rounds + 1,
+                )
+            return True
+
+    # ------------------------------------------------------------------ stats
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters of this buffer.
+
+        Returns:
+            ``{queue, partition, unsent (waiting + in flight), waiting, in_flight, pushed,
+            delivered (queued + duplicate), duplicates, failed (refused items given up),
+            batches, retries (failed batch sends), full_timeouts (BufferFullError raised),
+            last_error (str or None), oldest_age_millis, closed, options}``.
+        """
+        with self._lock:
+            out = dict(self._s)
+            out.update(
+                queue=self.queue,
+                partition=self.partition,
+                unsent=self._waiting + self._in_flight,
+                waiting=self._waiting,
+                in_flight=self._in_flight,
+                pushed=self._enqueued,
+                oldest_age_millis=(time.monotonic() - self._frags[0][2]) * 1000.0 if self._frags else 0.0,
+                closed=self._closed,
+                options=asdict(self.options),
+            )
+        return out
+
+
+def _deadline(timeout_millis: Optional[int]) -> Optional[float]:
+    return None if timeout_millis is None else time.monotonic() + max(0, timeout_millis) / 1000.0
+
+
+# --------------------------------------------------------------------------- all buffers of a client
+
+
+_MANAGERS: "weakref.WeakSet[BufferManager]" = weakref.WeakSet()
+
+
+def _reset_managers_after_fork() -> None:
+    for m in list(_MANAGERS):
+        try:
+            m._reset_after_fork()
+        except Exception:  # pragma: no cover - must never break a fork
+            pass
+
+
+def _close_managers_at_exit() -> None:
+    for m in list(_MANAGERS):
+        try:
+            m.close()
+        except Exception:  # pragma: no cover
+            log.exception("error while flushing push buffers at exit")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_managers_after_fork)
+atexit.register(_close_managers_at_exit)
+
+
+class BufferManager:
+    """All push buffers of one :class:`~queen_sync.Queen` client (``client._producer``).
+
+    Args:
+        transport: the client's transport (batches are sent with the push retry policy).
+        close_timeout_millis: default bound of :meth:`close`, in milliseconds.
+        backoff: delay policy between resends of a failed batch (default: exponential from
+            100 ms to 5 s with jitter).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        close_timeout_millis: int = DEFAULT_CLOSE_TIMEOUT_MILLIS,
+        backoff: Optional[Backoff] = None,
+    ) -> None:
+        self._transport = transport
+        self._close_timeout_millis = close_timeout_millis
+        self._backoff = backoff if backoff is not None else ExponentialBackoff(100, 5000)
+        self._lock = threading.Lock()
+        self._buffers: Dict[Tuple[str, Optional[str]], PushBuffer] = {}
+        self._closed = False
+        self._pid = os.getpid()
+        #: Messages close() could not confirm (None before close()).
+        self.unsent_on_close: Optional[int] = None
+        _MANAGERS.add(self)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: forget the parent's buffers (the parent sends them)."""
+        self._lock = threading.Lock()
+        self._buffers = {}
+        self._pid = os.getpid()
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():
+            self._reset_after_fork()
+
+    def buffer_for(self, queue: str, partition: Optional[str], options: BufferOptions) -> PushBuffer:
+        """The buffer of ``(queue, partition)``, made with ``options`` on first use (later
+        different options are ignored, with a warning)."""
+        self._check_fork()
+        key = (queue, partition)
+        buf = self._buffers.get(key)
+        if buf is None:
+            with self._lock:
+                if self._closed:
+                    raise ClientClosedError("the Queen client is closed")
+                buf = self._buffers.get(key)
+                if buf is None:
+                    buf = PushBuffer(self._transport, queue, partition, options, self._backoff)
+                    self._buffers[key] = buf
+        if buf.options != options:
+            log.warning(
+                "push buffer of %s/%s already exists with %s; ignoring %s", queue, partition or "Default", buf.options, options
+            )
+        return buf
+
+    def push(
+        self,
+        queue: str,
+        partition: Optional[str],
+        items: Sequence[Mapping[str, Any]],
+        options: BufferOptions,
+    ) -> List[Dict[str, Any]]:
+        """Validate, encode and buffer items (all or none).
+
+        Returns:
+            one ``{index, status: "buffered", transaction_id, queueName}`` per item.
+
+        Raises:
+            InvalidInputError: a bad item or payload (nothing buffered), or more items than
+                the buffer's ``max_messages``.
+            BufferFullError: no room within ``block_timeout_millis``.
+            ClientClosedError: the client is closed.
+        """
+        if self._closed:
+            raise ClientClosedError("the Queen client is closed")
+        n = len(items)
+        if n > options.max_messages:
+            raise InvalidInputError(
+                "push of %d items exceeds the buffer bound max_messages=%d; push them unbuffered or raise the bound"
+                % (n, options.max_messages)
+            )
+        step = options.message_count
+        fragments: List[Tuple[bytes, int]] = []
+        wire_all: List[Dict[str, Any]] = []
+        for start in range(0, n, step):
+            chunk = items[start : start + step]
+            frag, wire = codec.encode_push_fragment(queue, partition, chunk)
+            fragments.append((frag, len(chunk)))
+            wire_all.extend(wire)
+        self.buffer_for(queue, partition, options).add(fragments)
+        return [
+            {"index": i, "status": "buffered", "transaction_id": w["transactionId"], "queueName": queue}
+            for i, w in enumerate(wire_all)
+        ]
+
+    def _snapshot(self) -> List[PushBuffer]:
+        self._check_fork()
+        with self._lock:
+            return list(self._buffers.values())
+
+    def flush(self, queue: str, partition: Optional[str], timeout_millis: Optional[int] = None) -> int:
+        """Flush the buffer of ``(queue, partition)`` (see :meth:`PushBuffer.flush`); 0 when it has none."""
+        self._check_fork()
+        buf = self._buffers.get((queue, partition))
+        return 0 if buf is None else buf.flush(timeout_millis)
+
+    def flush_all(self, timeout_millis: Optional[int] = None) -> int:
+        """Flush every buffer at once and wait (at most ``timeout_millis`` ms in total; None =
+        until delivered). Returns the number of messages still unconfirmed (0 = all delivered)."""
+        buffers = self._snapshot()
+        targets = []
+        for b in buffers:
+            with b._lock:
+                targets.append(b._request_flush_locked())
+        deadline = _deadline(timeout_millis)
+        left = 0
+        for b, target in zip(buffers, targets):
+            with b._lock:
+                left += b._flush_wait_locked(target, deadline)
+        return left
+
+    def close(self, timeout_millis: Optional[int] = None) -> int:
+        """Refuse new buffered pushes, flush every buffer for at most ``timeout_millis`` ms
+        (default: the manager's close timeout), stop the senders.
+
+        Returns:
+            the number of messages that could not be confirmed (also logged at ERROR and
+            stored in :attr:`unsent_on_close`). Idempotent: later calls return that number.
+        """
+        with self._lock:
+            if self._closed:
+                return self.unsent_on_close or 0
+            self._closed = True
+            buffers = list(self._buffers.values()) if self._pid == os.getpid() else []
+        ms = self._close_timeout_millis if timeout_millis is None else timeout_millis
+        deadline = _deadline(ms)
+        for b in buffers:
+            with b._lock:
+                b._closed = True
+                b._request_flush_locked()
+        unsent = sum(b.close(deadline) for b in buffers)
+        self.unsent_on_close = unsent
+        if unsent:
+            log.error(
+                "closing the Queen client: %d buffered message(s) could not be delivered within %d ms", unsent, ms
+            )
+        return unsent
+
+    def stats(self) -> Dict[str, Any]:
+        """Statistics of every buffer.
+
+        Returns:
+            ``{"activeBuffers", "totalBufferedMessages" (unsent), "oldestBufferAge" (ms),
+            "flushesPerformed" (batches sent), "delivered", "duplicates", "failed",
+            "retries", "buffers": {"queue/partition": PushBuffer.stats()}}``.
+        """
+        per = {"%s/%s" % (b.queue, b.partition or "Default"): b.stats() for b in self._snapshot()}
+        return {
+            "activeBuffers": len(per),
+            "totalBufferedMessages": sum(s["unsent"] for s in per.values()),
+            "oldestBufferAge": max((s["oldest_age_millis"] for s in per.values()), default=0.0),
+            "flushesPerformed": sum(s["batches"] for s in per.values()),
+            "delivered": sum(s["delivered"] for s in per.values()),
+            "duplicates": sum(s["duplicates"] for s in per.values()),
+            "failed": sum(s["failed"] for s in per.values()),
+            "retries": sum(s["retries"] for s in per.values()),
+            "buffers": per,
+        }
+
+
+# --------------------------------------------------------------------------- uWSGI
+
+
+_uwsgi_checked = False
+
+
+def _warn_uwsgi_without_threads() -> None:
+    """Log a warning (once) when running under uWSGI without ``enable-threads``: its workers
+    then never run background threads, so buffered messages would wait until close."""
+    global _uwsgi_checked
+    if _uwsgi_checked:
+        return
+    _uwsgi_checked = True
+    try:
+        import uwsgi  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    try:
+        opt = getattr(uwsgi, "opt", {}) or {}
+        enabled = opt.get("enable-threads") or opt.get("threads")
+        if isinstance(enabled, bytes):
+            enabled = enabled not in (b"", b"0", b"false", b"no")
+    except Exception:  # pragma: no cover
+        return
+    if not enabled:
+        log.warning(
+            "running under uWSGI without --enable-threads: the push buffer's background thread will not run; "
+            "start uWSGI with --enable-threads (and --lazy-apps or a post-fork hook when using --preload-like master loading)"
+        )

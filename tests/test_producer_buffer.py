@@ -1,0 +1,213 @@
+"""Buffered push semantics: triggers (count, time, bytes), flush / close, the bound
+(BufferFullError, blocking push), validation at push time, ordering under faults, stats."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+import types
+from collections import Counter
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from queen_sync import BufferFullError, ClientClosedError, InvalidInputError, Queen
+from queen_sync import producer as producer_mod
+from queen_sync.producer import BufferOptions
+from queen_sync.transport import ExponentialBackoff
+
+
+def wait_for(pred: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for %s" % what)
+        time.sleep(0.002)
+
+
+@pytest.fixture
+def q(embedded_broker: Any) -> Iterator[Queen]:
+    c = Queen(embedded_broker.url, retry_attempts=3, backoff=ExponentialBackoff(2, 20), close_timeout_millis=5000)
+    try:
+        yield c
+    finally:
+        c.close(timeout_millis=500)
+
+
+def data_of(broker: Any, queue: str) -> list:
+    return [m["data"] for m in broker.messages(queue)]
+
+
+def test_count_trigger_then_flush(embedded_broker: Any, q: Queen) -> None:
+    qb = q.queue("cnt").buffer(10, 600000)
+    for i in range(10):
+        qb.push({"data": i})
+    wait_for(lambda: q.get_buffer_stats()["delivered"] == 10, what="a full batch delivered")
+    for i in range(10, 15):
+        qb.push({"data": i})
+    st = q.get_buffer_stats()["buffers"]["cnt/Default"]
+    assert st["unsent"] == 5 and st["pushed"] == 15
+    assert len(embedded_broker.messages("cnt")) == 10  # the time trigger is 10 minutes away
+    assert qb.flush(5000) == 0
+    assert data_of(embedded_broker, "cnt") == list(range(15))
+    assert embedded_broker.request_count("POST", "/api/v1/push") == 2
+
+
+def test_time_trigger(embedded_broker: Any, q: Queen) -> None:
+    qb = q.queue("tm").partition("a").buffer(1000, 30)
+    qb.push([{"data": 1}, {"data": 2}])
+    wait_for(lambda: q.get_buffer_stats()["delivered"] == 2, what="time-triggered batch")
+    assert q.get_buffer_stats()["buffers"]["tm/a"]["batches"] == 1
+    assert data_of(embedded_broker, "tm") == [1, 2]
+
+
+def test_max_bytes_trigger_and_batch_size(embedded_broker: Any, q: Queen) -> None:
+    qb = q.queue("by").buffer(1000, 600000, max_bytes=2000)
+    for i in range(8):
+        qb.push({"data": {"i": i, "pad": "x" * 450}})
+    wait_for(lambda: q.get_buffer_stats()["delivered"] >= 3, what="a byte-triggered batch")
+    assert q.flush_all_buffers(5000) == 0
+    assert [d["i"] for d in data_of(embedded_broker, "by")] == list(range(8))
+    assert embedded_broker.request_count("POST", "/api/v1/push") >= 2  # never one 4 KB body
+
+
+def test_bad_input_raises_at_push_time(embedded_broker: Any, q: Queen) -> None:
+    qb = q.queue("bad").buffer(10, 10)
+    with pytest.raises(InvalidInputError):
+        qb.push({"data": object()})
+    with pytest.raises(InvalidInputError):
+        qb.push({"data": 1, "traceId": "not-a-uuid"})
+    with pytest.raises(InvalidInputError):
+        qb.push([{"data": 1}, {"data": {1, 2}}])  # all or none: the good item is not buffered
+    with pytest.raises(InvalidInputError):
+        qb.push("nope")  # type: ignore[arg-type]
+    assert q.get_buffer_stats()["totalBufferedMessages"] == 0
+    assert qb.push([]) == []
+    assert q.flush_all_buffers(1000) == 0
+    assert embedded_broker.request_count("POST", "/api/v1/push") == 0
+
+
+def test_push_returns_buffered_results_with_transaction_ids(embedded_broker: Any, q: Queen) -> None:
+    qb = q.queue("ids").partition("p").buffer(5, 600000)
+    got = qb.push([{"data": "a"}, {"data": "b", "transactionId": "my-own-id"}])
+    assert [r["status"] for r in got] == ["buffered", "buffered"]
+    assert got[1]["transaction_id"] == "my-own-id"
+    assert q.flush_all_buffers(5000) == 0
+    stored = embedded_broker.messages("ids")
+    assert [m["transactionId"] for m in stored] == [r["transaction_id"] for r in got]
+    assert {m["partition"] for m in stored} == {"p"}
+
+
+def test_order_kept_when_batches_fail(embedded_broker: Any, q: Queen) -> None:
+    """Lost responses and 500s: batches are resent in order, nothing lost or doubled."""
+    embedded_broker.faults.add("POST", "/api/v1/push", "drop_after", times=2)
+    embedded_broker.faults.add("POST", "/api/v1/push", "status", status=500, times=4)  # > retry_attempts
+    qb = q.queue("ord").buffer(7, 5)
+    for i in range(120):
+        qb.push({"data": i})
+    assert q.flush_all_buffers(10000) == 0
+    assert data_of(embedded_broker, "ord") == list(range(120))
+    st = q.get_buffer_stats()
+    assert st["delivered"] == 120 and st["duplicates"] >= 7 and st["retries"] >= 1
+
+
+def test_full_buffer_raises_then_close_reports_unsent(embedded_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    embedded_broker.stop()
+    q = Queen(embedded_broker.url, retry_attempts=2, backoff=ExponentialBackoff(2, 10))
+    qb = q.queue("full").buffer(5, 1, max_messages=10, block_timeout_millis=50)
+    qb.push([{"data": i} for i in range(10)])
+    with pytest.raises(BufferFullError):
+        qb.push({"data": 10})
+    with pytest.raises(InvalidInputError):
+        qb.push([{"data": i} for i in range(11)])  # can never fit
+    st = q.get_buffer_stats()["buffers"]["full/Default"]
+    assert st["unsent"] == 10 and st["full_timeouts"] == 1
+    wait_for(lambda: q.get_buffer_stats()["retries"] >= 1, what="a failed batch send")
+    assert q.get_buffer_stats()["buffers"]["full/Default"]["last_error"]
+    assert q.flush_all_buffers(20) == 10
+    with caplog.at_level(logging.ERROR, logger="queen_sync.producer"):
+        assert q.close(timeout_millis=50) == 10
+    assert q.unsent_on_close == 10
+    assert q.close() == 10  # idempotent
+    assert any("10 buffered message" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ClientClosedError):
+        qb.push({"data": 1})
+
+
+def test_blocked_push_proceeds_when_broker_returns(embedded_broker: Any) -> None:
+    embedded_broker.stop()
+    q = Queen(embedded_broker.url, retry_attempts=2, backoff=ExponentialBackoff(2, 10))
+    try:
+        qb = q.queue("blk").buffer(4, 1, max_messages=8, block_timeout_millis=20000)
+        qb.push([{"data": i} for i in range(8)])
+        done = threading.Event()
+        errors: list = []
+
+        def late() -> None:
+            try:
+                qb.push({"data": 8})
+            except BaseException as exc:  # pragma: no cover
+                errors.append(exc)
+            done.set()
+
+        t = threading.Thread(target=late)
+        t.start()
+        wait_for(lambda: q.get_buffer_stats()["retries"] >= 1, what="sends failing")
+        assert not done.is_set()  # blocked: the buffer is full and nothing gets out
+        embedded_broker.start()
+        assert done.wait(10) and not errors
+        t.join()
+        assert q.flush_all_buffers(10000) == 0
+        assert sorted(data_of(embedded_broker, "blk")) == list(range(9))
+    finally:
+        assert q.close(timeout_millis=2000) == 0
+
+
+def test_close_flushes_everything(embedded_broker: Any) -> None:
+    q = Queen(embedded_broker.url)
+    for p in ("a", "b", "c"):
+        q.queue("cls").partition(p).buffer(1000, 600000).push([{"data": "%s%d" % (p, i)} for i in range(20)])
+    assert q.get_buffer_stats()["totalBufferedMessages"] == 60
+    assert q.get_buffer_stats()["activeBuffers"] == 3
+    assert q.close() == 0
+    assert q.unsent_on_close == 0
+    assert Counter(data_of(embedded_broker, "cls")) == Counter("%s%d" % (p, i) for p in "abc" for i in range(20))
+
+
+def test_buffered_push_against_any_broker(client: Queen, qname: str) -> None:
+    """Runs against a real broker too: buffered pushes can be popped back."""
+    client.queue(qname).create()
+    qb = client.queue(qname).buffer(3, 600000)
+    qb.push([{"data": i} for i in range(7)])
+    assert client.flush_all_buffers(10000) == 0
+    got = client.queue(qname).batch(10).wait(True).timeout_millis(2000).auto_ack(True).pop()
+    assert sorted(m["data"] for m in got) == list(range(7))
+
+
+def test_buffer_options_validation(client: Queen) -> None:
+    q = client
+    with pytest.raises(InvalidInputError):
+        q.queue("x").buffer(0)
+    with pytest.raises(InvalidInputError):
+        q.queue("x").buffer(10, -1)
+    with pytest.raises(InvalidInputError):
+        q.queue("x").buffer(100, max_messages=10)
+    with pytest.raises(InvalidInputError):
+        q.queue("x").buffer({"message_count": 5, "bogus": 1})
+    opts = q.queue("x").buffer({"message_count": 5, "time_millis": 50})._buffer
+    assert opts == BufferOptions(message_count=5, time_millis=50)
+    assert BufferOptions().max_messages == 10000
+
+
+def test_uwsgi_without_threads_warns(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    for opt, warns in (({}, True), ({"enable-threads": True}, False), ({"threads": b"4"}, False)):
+        monkeypatch.setitem(sys.modules, "uwsgi", types.SimpleNamespace(opt=opt))
+        monkeypatch.setattr(producer_mod, "_uwsgi_checked", False)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="queen_sync.producer"):
+            producer_mod._warn_uwsgi_without_threads()
+            producer_mod._warn_uwsgi_without_threads()  # once only
+        msgs = [r for r in caplog.records if "enable-threads" in r.getMessage()]
+        assert len(msgs) == (1 if warns else 0), opt
