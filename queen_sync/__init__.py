@@ -12,7 +12,10 @@ from __future__ import annotations
 import logging
 
 from . import codec as _codec
+from .admin import Admin
 from .client import Queen
+from .dlq import DLQBuilder
+from .tracing import Message
 from .errors import (
     AckError,
     AuthenticationError,
@@ -39,6 +42,9 @@ logging.getLogger("queen_sync").addHandler(logging.NullHandler())
 
 __all__ = [
     "Queen",
+    "Admin",
+    "DLQBuilder",
+    "Message",
     "codec_backend",
     "QueenError",
     "InvalidInputError",

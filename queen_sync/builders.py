@@ -27,6 +27,7 @@ from .errors import BrokerError, InvalidInputError, TransactionError
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Queen
     from .consumer import ConsumeResult
+    from .dlq import DLQBuilder
 
 __all__ = [
     "QueueBuilder",
@@ -236,7 +237,16 @@ def execute_pop(client: "Queen", spec: PopSpec) -> List[Message]:
     else the client's timeout. Raises BrokerError (and transport errors) for real failures.
     """
     http_timeout = spec.timeout_millis + 5000 if spec.wait else None
-    resp = client._request("GET", spec.path(), query=spec.query(), idempotent=True, timeout_millis=http_timeout)
+    # RETRY_IF_ANSWERED: a pop whose reply was lost holds a lease; it is not resent (see transport.py)
+    resp = client._request(
+        "GET",
+        spec.path(),
+        query=spec.query(),
+        idempotent=False,
+        retry="answered",
+        timeout_millis=http_timeout,
+        affinity_key="%s/%s/%s" % (spec.queue, spec.partition or "*", spec.group or ""),
+    )
     if resp.status == 204:  # pop maintenance: "paused", nothing delivered
         return []
     return codec.decode_pop(resp.data)
@@ -273,6 +283,11 @@ class QueueBuilder:
         self._limit: Optional[int] = None
         self._idle: Optional[int] = None
         self._concurrency = 1
+        self._renew = False
+        self._renew_interval: Optional[int] = None
+        self._on_success: Optional[Callable[[Any, Any], Any]] = None
+        self._on_error: Optional[Callable[[Any, BaseException], Any]] = None
+        self._buffer: Any = None  # producer.BufferOptions when buffer() was called
 
     def __repr__(self) -> str:
         parts = ["queue=%r" % self._name]
@@ -308,12 +323,29 @@ class QueueBuilder:
         return self._with(_task=task)
 
     def config(self, options: Mapping[str, Any]) -> "QueueBuilder":
-        """Queue options for :meth:`create`, snake_case or camelCase keys: ``lease_time``
-        (seconds), ``retry_limit``, ``retry_delay`` (ms), ``dead_letter_queue``,
-        ``dlq_after_max_retries``, ``priority``, ``delayed_processing`` (s), ``window_buffer``
-        (s), ``max_size``, ``ttl`` (s), ``retention_seconds``, ``completed_retention_seconds``,
-        ``retention_enabled``, ``encryption_enabled``, ``max_wait_time_seconds``. Merged with
-        earlier ``config()`` calls.
+        """Queue options for :meth:`create`, snake_case or camelCase keys (sent camelCase;
+        broker default in brackets):
+
+        - ``lease_time`` / ``leaseTime``: lease length in **seconds** [300].
+        - ``retry_limit``: nacks that redeliver; the next nack dead-letters [3].
+        - ``retry_delay``: retry delay in **milliseconds** [1000] (stored; a 0.15 broker was
+          seen redelivering a nacked message at once).
+        - ``dead_letter_queue``, ``dlq_after_max_retries``: flags [False]; a 0.15 broker
+          stores them but dead-letters after ``retry_limit`` regardless.
+        - ``priority``: queue priority, int [0].
+        - ``delayed_processing``: a message becomes visible this many **seconds** after push [0].
+        - ``window_buffer``: a partition is served only once its newest message is this many
+          **seconds** old [0].
+        - ``max_size``: max messages; not enforced by a 0.15 broker [0 = unlimited].
+        - ``ttl``: message time-to-live in **seconds** [3600].
+        - ``retention_seconds``, ``completed_retention_seconds``: retention of pending /
+          completed messages, **seconds** [0 = keep]; ``retention_enabled`` [False].
+        - ``encryption_enabled``: payload encryption at rest [False].
+        - ``max_wait_time_seconds``: messages older than this many **seconds** are deleted
+          (not dead-lettered) [0 = never].
+
+        Merged with earlier ``config()`` calls. :meth:`create` resets every option not given;
+        :meth:`update_config` changes only the given ones.
 
         Raises:
             InvalidInputError: an unknown key, or a value of the wrong type.
@@ -361,7 +393,49 @@ class QueueBuilder:
         resp = self._client._request("POST", "/api/v1/configure", body=codec.encode_json(body_doc), idempotent=True)
         doc = codec.decode_json(resp.data)
         _raise_if_refused(doc, "configure of queue %r" % self._name, resp.status)
+        from .admin import remember_queue_options  # for update_config(): see admin.py
+
+        remember_queue_options(self._client, doc)
         return doc
+
+    def update_config(self, options: Mapping[str, Any]) -> Dict[str, Any]:
+        """Change some queue options and keep the others (``create()`` resets every option
+        not given; this does not). Keys and units as in :meth:`config`; the builder's
+        ``namespace()`` / ``task()`` apply when set, else the queue's are kept.
+
+        Reads the queue first (``GET /api/v1/status/queues/{q}``, which reports leaseTime,
+        retryLimit, retryDelay, ttl, deadLetterQueue, maxSize and priority, plus namespace
+        and task), merges ``options`` over them, and sends the full set with
+        ``POST /api/v1/configure``. A 0.15 broker never reports the other 8 options
+        (dlqAfterMaxRetries, delayedProcessing, windowBuffer, retentionSeconds,
+        completedRetentionSeconds, retentionEnabled, encryptionEnabled, maxWaitTimeSeconds):
+        they come from ``options``, else from this client's last configure of the queue, else
+        they are reset to the broker defaults (a warning is logged). A missing queue is created.
+
+        Race: read and write are two calls; a configure by someone else in between is
+        overwritten (last writer wins). Serialise configuration changes yourself if needed.
+
+        Returns:
+            the configure reply ``{configured: True, queue, queueId, partitionId, namespace,
+            task, options: {...15 options}}``.
+
+        Raises:
+            InvalidInputError: an unknown option key or a bad value (nothing sent).
+            BrokerError: the broker refused the read or the configure.
+        """
+        from .admin import update_queue_config
+
+        return update_queue_config(self._client, self._name, options, self._namespace, self._task)
+
+    def dlq(self, group: Optional[str] = None) -> "DLQBuilder":
+        """A builder reading this queue's dead-letter queue (rows of consumer group ``group``,
+        or of every group), filtered to this builder's partition unless it is ``"Default"``:
+        ``q.queue("orders").dlq("billing").limit(10).offset(0).get()`` → list of rows with
+        ``errorMessage`` and ``retryCount``. See :class:`queen_sync.dlq.DLQBuilder`."""
+        from .dlq import DLQBuilder
+
+        part = None if self._partition in (None, "Default") else self._partition
+        return DLQBuilder(self._client, self._name, group, part)
 
     def delete(self) -> Dict[str, Any]:
         """Delete the queue with all its messages (idempotent).
@@ -374,6 +448,9 @@ class QueueBuilder:
         resp = self._client._request("DELETE", "/api/v1/resources/queues/%s" % self._name, idempotent=True)
         doc = codec.decode_json(resp.data)
         _raise_if_refused(doc, "delete of queue %r" % self._name, resp.status)
+        from .admin import forget_queue_options  # for update_config(): see admin.py
+
+        forget_queue_options(self._client, self._name)
         return doc
 
     # ---------------------------------------------------------------- push
@@ -406,8 +483,14 @@ class QueueBuilder:
         lst = _as_items(items, "push()")
         if not lst:
             return []
+        if self._buffer is not None:  # buffered: see buffer() and queen_sync/producer.py
+            self._client._check_open()
+            return self._client._producer.push(self._name, self._partition, lst, self._buffer)
         body, _wire = codec.encode_push(self._name, self._partition, lst)
-        resp = self._client._request("POST", "/api/v1/push", body=body, idempotent=True)
+        resp = self._client._request(
+            "POST", "/api/v1/push", body=body, idempotent=True,
+            affinity_key="%s/%s" % (self._name, self._partition or "Default"),
+        )
         results = codec.decode_push_result(resp.data)
         failed = [r for r in results if r.get("status") == "failed"]
         if failed:
@@ -419,6 +502,67 @@ class QueueBuilder:
                 body=results,
             )
         return results
+
+    def buffer(
+        self,
+        message_count: Any = 100,
+        time_millis: int = 1000,
+        *,
+        max_bytes: int = 1 << 20,
+        max_messages: Optional[int] = None,
+        block_timeout_millis: int = 10000,
+    ) -> "QueueBuilder":
+        """Buffer this builder's pushes and send them in batches from a background thread
+        (one buffer per queue/partition; see :mod:`queen_sync.producer`).
+
+        Args:
+            message_count: send a batch at this many buffered messages; also the largest
+                batch (default 100). A dict ``{"message_count": .., "time_millis": ..}``
+                (official-client style) is accepted too.
+            time_millis: send a batch this many **milliseconds** after the oldest buffered
+                message arrived (default 1000).
+            max_bytes: send a batch at this many bytes of encoded items (default 1 MiB).
+            max_messages: bound of unsent messages (default ``max(10000, 10 * message_count)``).
+            block_timeout_millis: when the buffer is full, ``push`` waits this many
+                **milliseconds** for room, then raises :class:`BufferFullError` (default 10000).
+
+        ``push()`` then validates and encodes the items at once (bad input raises
+        :class:`InvalidInputError`, nothing buffered) and returns one ``{index, status:
+        "buffered", transaction_id, queueName}`` per item. Delivery: :meth:`flush`,
+        ``Queen.flush_all_buffers()``, ``Queen.close()``; counters: ``Queen.get_buffer_stats()``.
+
+        Raises:
+            InvalidInputError: a bad option value.
+        """
+        from .producer import BufferOptions
+
+        if isinstance(message_count, Mapping):
+            opts = dict(message_count)
+            unknown = set(opts) - {"message_count", "time_millis", "max_bytes", "max_messages", "block_timeout_millis"}
+            if unknown:
+                raise InvalidInputError("unknown buffer option(s) %s" % sorted(map(str, unknown)))
+            return self._with(_buffer=BufferOptions(**opts))
+        return self._with(
+            _buffer=BufferOptions(
+                message_count=message_count,
+                time_millis=time_millis,
+                max_bytes=max_bytes,
+                max_messages=max_messages,
+                block_timeout_millis=block_timeout_millis,
+            )
+        )
+
+    def flush(self, timeout_millis: Optional[int] = None) -> int:
+        """Send this queue/partition's buffered pushes now and wait until the broker confirmed
+        them (at most ``timeout_millis`` **milliseconds**; None = until delivered).
+
+        Returns:
+            the number of messages still unconfirmed (0 = all delivered, or nothing buffered).
+        """
+        self._client._check_open()
+        return self._client._producer.flush(self._name, self._partition, timeout_millis)
+
+    flush_buffer = flush
 
     # ---------------------------------------------------------------- pop settings
 
@@ -456,9 +600,12 @@ class QueueBuilder:
         return self._with(_sub_from=_subscription_from(start))
 
     def auto_ack(self, enabled: bool = True) -> "QueueBuilder":
-        """pop(): True sends ``autoAck=true`` (consumed at delivery: at-most-once, no lease).
-        consume(): True (default) acks ``completed`` after the handler returns and nacks
-        ``failed`` when it raises; False leaves acking to the handler."""
+        """pop(): True sends ``autoAck=true``: the broker commits the messages **at delivery**
+        (at-most-once: no lease, ``leaseId`` is ``""``, nothing to ack or renew; a message is
+        lost if the caller dies before processing it). Default False (at-least-once: ack
+        each message). consume(): True (default) acks ``completed`` after the handler returns
+        and nacks ``failed`` when it raises; False leaves acking to the handler (consume never
+        sends ``autoAck=true``)."""
         return self._with(_auto_ack=_bool_arg("auto_ack", enabled))
 
     def each(self) -> "QueueBuilder":
@@ -476,6 +623,33 @@ class QueueBuilder:
     def concurrency(self, n: int) -> "QueueBuilder":
         """consume(): number of worker threads (>= 1; default 1)."""
         return self._with(_concurrency=_int_arg("concurrency", n, 1))
+
+    def renew_lease(self, enabled: bool = True, interval_millis: Optional[int] = None) -> "QueueBuilder":
+        """consume(): keep the leases of unfinished messages alive while they wait or are
+        handled, renewing every ``interval_millis`` **milliseconds** (default 10000; keep it
+        well under the queue's ``leaseTime``). Each renewal asks for max(5, 3 × interval)
+        seconds. Wire: ``POST /api/v1/lease/{leaseId}/extend`` ``{"seconds": N}``."""
+        _bool_arg("renew_lease enabled", enabled)
+        if interval_millis is not None:
+            _int_arg("interval_millis", interval_millis, 1)
+        from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS
+
+        interval = (DEFAULT_RENEW_INTERVAL_MILLIS if interval_millis is None else interval_millis) if enabled else None
+        return self._with(_renew=enabled, _renew_interval=interval)
+
+    def on_success(self, callback: Callable[[Any, Any], Any]) -> "QueueBuilder":
+        """consume(): call ``callback(message_or_list, handler_result)`` after the handler
+        returns. Setting on_success or on_error turns auto-ack off: the callbacks ack."""
+        if not callable(callback):
+            raise InvalidInputError("on_success() needs a callable, got %r" % (callback,))
+        return self._with(_on_success=callback)
+
+    def on_error(self, callback: Callable[[Any, BaseException], Any]) -> "QueueBuilder":
+        """consume(): call ``callback(message_or_list, exception)`` when the handler (or
+        on_success) raises; the exception is then swallowed. Turns auto-ack off."""
+        if not callable(callback):
+            raise InvalidInputError("on_error() needs a callable, got %r" % (callback,))
+        return self._with(_on_error=callback)
 
     def pop_spec(self, *, for_consume: bool = False) -> PopSpec:
         """The :class:`PopSpec` this builder describes (pop defaults, or consume defaults)."""
@@ -517,22 +691,60 @@ class QueueBuilder:
         handler: Callable[[Any], Any],
         *,
         stop_event: Optional[Any] = None,
-    ) -> "ConsumeResult":
-        """Run a blocking consume loop until ``limit`` messages, ``idle_millis`` without a
-        message, ``stop_event`` (a ``threading.Event``) is set, or the client is closed.
+        background: bool = False,
+        handle_signals: bool = False,
+        drain_timeout: float = 30.0,
+    ) -> Any:
+        """Consume with ``concurrency`` handler threads until ``limit`` messages, ``idle_millis``
+        without a message, ``stop_event`` (a ``threading.Event``) is set, the client is
+        closed, or a stop (:meth:`Consumer.stop`, KeyboardInterrupt, or a signal with
+        ``handle_signals``). See :mod:`queen_sync.consumer` for the details.
 
-        The handler gets one message dict with ``each()`` or ``batch == 1``, else the list of
-        one pop. With auto-ack (default) a return acks ``completed`` and an exception nacks
-        ``failed`` with the exception text (the consumer goes on); refused acks are logged
-        and counted. With ``auto_ack(False)`` the handler acks itself, and an exception stops
-        the consumer and is re-raised here. Pops are long polls (``wait`` defaults to True).
+        Within one partition messages are handled one at a time in push order; different
+        partitions run in parallel; at most ``concurrency × batch`` messages are held. The
+        handler gets one message dict with ``each()`` or ``batch == 1``, else the list of one
+        partition's messages of one pop. With auto-ack (default) a return acks ``completed``
+        and an exception nacks ``failed`` with the exception text (the consumer goes on);
+        refused acks are logged and counted. With ``auto_ack(False)`` the handler acks itself,
+        and an exception stops the consumer and is re-raised. ``on_success`` / ``on_error``
+        callbacks turn auto-ack off. ``renew_lease(True)`` keeps leases alive. Connection
+        errors are retried forever with backoff; authentication errors stop the consumer.
+
+        Args:
+            handler: callable taking a message dict or a list of them.
+            stop_event: optional ``threading.Event`` that stops the consumer when set.
+            background: False (default) blocks and returns a ConsumeResult; True starts the
+                consumer in background threads and returns the
+                :class:`~queen_sync.consumer.Consumer` (``stop(drain_timeout)``,
+                ``join(timeout)``, ``is_running``, live counters).
+            handle_signals: turn SIGTERM / SIGINT into a graceful stop and restore the
+                previous handlers afterwards (main thread only, else InvalidInputError).
+                Default False: no signal handler is installed.
+            drain_timeout: **seconds** a stop waits for popped messages to be handled and
+                acked (default 30.0).
 
         Returns:
-            a :class:`~queen_sync.consumer.ConsumeResult` (counts and stop reason).
+            a :class:`~queen_sync.consumer.ConsumeResult` (counts and stop reason), or the
+            running :class:`~queen_sync.consumer.Consumer` with ``background=True``.
+
+        Raises:
+            InvalidInputError: bad arguments. In blocking mode: the handler's exception
+            (``auto_ack(False)``), an AuthenticationError or other non-transient pop error;
+            KeyboardInterrupt is re-raised after a graceful stop.
         """
         from .consumer import Consumer
 
-        return Consumer(self._client, self, handler, stop_event=stop_event).run()
+        consumer = Consumer(
+            self._client,
+            self,
+            handler,
+            stop_event=stop_event,
+            handle_signals=handle_signals,
+            drain_timeout=drain_timeout,
+        )
+        if _bool_arg("background", background):
+            return consumer.start()
+        return consumer.run()
 
 
 def _raise_if_refused(doc: Any, what: str, status: int) -> None:

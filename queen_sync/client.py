@@ -13,13 +13,17 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import urlsplit
 
 from . import codec
 from .builders import QueueBuilder, TransactionBuilder, group_from_context, resolve_group, validate_path_token
 from .errors import AckError, ClientClosedError, InvalidInputError, LeaseError, ProtocolError
-from .transport import DEFAULT_POOL_MAXSIZE, Response, Transport
+from .producer import DEFAULT_CLOSE_TIMEOUT_MILLIS, BufferManager
+from .transport import DEFAULT_POOL_MAXSIZE, Backoff, Response, Transport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .admin import Admin
 
 __all__ = ["Queen"]
 
@@ -82,14 +86,28 @@ class Queen:
         timeout_millis: per-attempt connect/read timeout in **milliseconds** (default 30000).
             Long-poll pops use their own long-poll timeout + 5000 ms as read timeout.
         retry_attempts: total attempts per call (default 3). Connection errors before the
-            request was sent are always retried; read errors, timeouts and 5xx only for
-            idempotent calls (GET, push, configure, delete, lease extend); 4xx never.
+            request was sent, 429 and 503 are always retried (``Retry-After`` honoured);
+            lost replies (read errors, timeouts) and 5xx only for idempotent calls (GET
+            reads, push, configure, delete, lease extend); pop after a 5xx refusal but not
+            after a lost reply; ack and transaction never after sending; 4xx never. Full
+            table in :mod:`queen_sync.transport`.
         retry_delay_millis: first backoff delay in milliseconds (default 500), doubling per
             retry with jitter, capped at ``retry_max_delay_millis`` (default 10000).
         bearer_token: sent as ``Authorization: Bearer <token>``; never logged nor shown in repr.
         headers: extra request headers, applied last.
         pool_maxsize: connections kept alive per broker host (default 64).
         connect_timeout_millis: connect timeout in milliseconds (default ``min(timeout_millis, 10000)``).
+        backoff: a :class:`queen_sync.transport.Backoff` (``compute(failures)`` → seconds)
+            replacing the default exponential backoff (also paces resends of buffered batches).
+        load_balancing_strategy: with several URLs, ``"round-robin"`` (default) or
+            ``"affinity"`` (consistent hashing on queue/partition/consumer group).
+        affinity_hash_ring: virtual nodes per URL for ``"affinity"`` (default 128).
+        health_retry_after_millis: a failed URL is skipped for this many milliseconds (default 5000).
+        close_timeout_millis: bound of the buffered-push flush done by :meth:`close`, in
+            milliseconds (default 30000).
+
+    Retry safety per call is listed in :mod:`queen_sync.transport`; buffered pushes in
+    :mod:`queen_sync.producer`.
 
     Raises:
         InvalidInputError: no URL, a URL that is not http(s), or a bad option value.
@@ -112,8 +130,16 @@ class Queen:
         headers: Optional[Mapping[str, str]] = None,
         pool_maxsize: int = DEFAULT_POOL_MAXSIZE,
         connect_timeout_millis: Optional[int] = None,
+        backoff: Optional[Backoff] = None,
+        load_balancing_strategy: str = "round-robin",
+        affinity_hash_ring: int = 128,
+        health_retry_after_millis: int = 5000,
+        close_timeout_millis: int = DEFAULT_CLOSE_TIMEOUT_MILLIS,
     ) -> None:
         self._urls = _parse_urls(url, urls)
+        _check_int("affinity_hash_ring", affinity_hash_ring, 1)
+        _check_int("health_retry_after_millis", health_retry_after_millis, 0)
+        _check_int("close_timeout_millis", close_timeout_millis, 0)
         self._timeout_millis = _check_int("timeout_millis", timeout_millis, 1)
         _check_int("retry_attempts", retry_attempts, 1)
         _check_int("retry_delay_millis", retry_delay_millis, 0)
@@ -135,6 +161,13 @@ class Queen:
             headers=headers,
             pool_maxsize=pool_maxsize,
             connect_timeout_millis=connect_timeout_millis,
+            backoff=backoff,
+            load_balancing_strategy=load_balancing_strategy,
+            affinity_hash_ring=affinity_hash_ring,
+            health_retry_after_millis=health_retry_after_millis,
+        )
+        self._producer = BufferManager(
+            self._transport, close_timeout_millis=close_timeout_millis, backoff=backoff
         )
         self._close_lock = threading.Lock()
         self._closed = False
@@ -169,13 +202,56 @@ class Queen:
         """True after :meth:`close`."""
         return self._closed
 
-    def close(self) -> None:
-        """Close the connection pool. Idempotent; later calls raise :class:`ClientClosedError`."""
+    def close(self, timeout_millis: Optional[int] = None) -> int:
+        """Flush the push buffers, then close the connection pool. Idempotent; later calls
+        raise :class:`ClientClosedError`.
+
+        Args:
+            timeout_millis: bound of the buffer flush in milliseconds (default: the
+                ``close_timeout_millis`` option, 30000).
+
+        Returns:
+            the number of buffered messages that could not be delivered in time (0 = none);
+            also logged at ERROR and kept in :attr:`unsent_on_close`. A second call returns
+            the same number.
+        """
         with self._close_lock:
             if self._closed:
-                return
+                return self._producer.unsent_on_close or 0
             self._closed = True
-        self._transport.close()
+        try:
+            unsent = self._producer.close(timeout_millis)
+        finally:
+            self._transport.close()
+        return unsent
+
+    @property
+    def unsent_on_close(self) -> Optional[int]:
+        """Buffered messages :meth:`close` could not deliver (None before close)."""
+        return self._producer.unsent_on_close
+
+    def flush_all_buffers(self, timeout_millis: Optional[int] = None) -> int:
+        """Send every buffered push now and wait until the broker confirmed them.
+
+        Args:
+            timeout_millis: how long to wait, in milliseconds (None = until delivered).
+
+        Returns:
+            the number of messages still unconfirmed when the wait ended (0 = all delivered).
+        """
+        self._check_open()
+        return self._producer.flush_all(timeout_millis)
+
+    def get_buffer_stats(self) -> Dict[str, Any]:
+        """Statistics of the push buffers: ``{activeBuffers, totalBufferedMessages (unsent),
+        oldestBufferAge (ms), flushesPerformed (batches sent), delivered, duplicates, failed,
+        retries, buffers: {"queue/partition": {...}}}`` (see
+        :meth:`queen_sync.producer.BufferManager.stats`)."""
+        return self._producer.stats()
+
+    def get_transport_stats(self) -> Dict[str, Any]:
+        """Transport counters and URL health: ``{retries, failovers, errors, urls: [{url, healthy}]}``."""
+        return self._transport.stats()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -190,11 +266,20 @@ class Queen:
         query: Optional[Mapping[str, Any]] = None,
         idempotent: bool,
         timeout_millis: Optional[int] = None,
+        retry: Optional[str] = None,
+        affinity_key: Optional[str] = None,
     ) -> Response:
         """Internal: send one call through the transport (see :meth:`Transport.request`)."""
         self._check_open()
         return self._transport.request(
-            method, path, body=body, query=query, idempotent=idempotent, timeout_millis=timeout_millis
+            method,
+            path,
+            body=body,
+            query=query,
+            idempotent=idempotent,
+            timeout_millis=timeout_millis,
+            retry=retry,
+            affinity_key=affinity_key,
         )
 
     # ------------------------------------------------------------------ builders
@@ -213,6 +298,57 @@ class Queen:
         """A builder for an atomic bundle of pushes and acks (``POST /api/v1/transaction``)."""
         self._check_open()
         return TransactionBuilder(self)
+
+    # ------------------------------------------------------------------ admin, groups, traces
+    # (implemented in admin.py, groups.py, tracing.py)
+
+    @property
+    def admin(self) -> "Admin":
+        """The :class:`~queen_sync.admin.Admin` object (created on first use, then shared):
+        overview, queues, messages, status, consumer groups, traces, maintenance, health."""
+        self._check_open()
+        adm = self.__dict__.get("_admin")
+        if adm is None:
+            from .admin import Admin
+
+            adm = self.__dict__.setdefault("_admin", Admin(self))
+        return adm
+
+    def trace(
+        self,
+        message: Message,
+        names: Union[str, Sequence[str], None] = None,
+        data: Optional[Mapping[str, Any]] = None,
+        event_type: str = "info",
+    ) -> Dict[str, Any]:
+        """Record a trace on a popped or consumed message; see :func:`queen_sync.tracing.trace`.
+
+        Returns ``{success: True, traceId}``. Raises InvalidInputError (no ``data`` dict, a
+        message without ids) or BrokerError (``Message not found``).
+        Wire: ``POST /api/v1/traces``.
+        """
+        from .tracing import trace
+
+        return trace(self, message, names, data, event_type)
+
+    def delete_consumer_group(
+        self, group: str, delete_metadata: bool = True, *, queue: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """Drop a consumer group's cursors on every queue (or on ``queue`` only); re-created
+        under the same name it reads again from its subscription start (the whole history by
+        default). See :func:`queen_sync.groups.delete_consumer_group`.
+        Wire: ``DELETE /api/v1/consumer-groups/{group}[/queues/{queue}]?deleteMetadata=``."""
+        from .groups import delete_consumer_group
+
+        return delete_consumer_group(self, group, delete_metadata, queue=queue)
+
+    def update_consumer_group_timestamp(self, group: str, timestamp: Any) -> Dict[str, Any]:
+        """Move a consumer group's subscription timestamp (ISO-8601 text or datetime); see
+        :func:`queen_sync.groups.update_consumer_group_timestamp`.
+        Wire: ``POST /api/v1/consumer-groups/{group}/subscription``."""
+        from .groups import update_consumer_group_timestamp
+
+        return update_consumer_group_timestamp(self, group, timestamp)
 
     # ------------------------------------------------------------------ ack
 

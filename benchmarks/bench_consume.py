@@ -1,0 +1,164 @@
+#!/usr/bin/env python
+"""Consume throughput: queen_sync's thread-pool consumer against the official async client
+``queen-mq`` (0.15.0), in the same run, against the same broker, on the same messages.
+
+Usage::
+
+    python benchmarks/bench_consume.py                  # starts `python -m queen_sync.testing`
+    QUEEN_URL=http://host:6632 python benchmarks/bench_consume.py
+    python benchmarks/bench_consume.py --messages 500   # quicker (default 2000 per cell)
+
+For every cell (concurrency 1 / 4 / 16 × batch 1 / 100) a fresh queue gets ``--messages``
+messages spread over ``--partitions`` partitions (default 16). Each client then consumes all
+of them in its own consumer group (so both see the same messages), with a no-op handler and
+auto-ack, and the long-poll wait on:
+
+- queen_sync: ``queue(q).group(g).concurrency(c).batch(b).limit(N).consume(handler)``; the
+  time is the whole call (it returns once the last message is acked);
+- queen-mq: ``await queue(q).group(g).concurrency(c).batch(b).timeout_millis(1000)
+  .consume(handler, signal=ev)`` (its ``limit`` counts per worker, so the handler sets the
+  signal at the N-th message); the time runs until that N-th handler call (the last acks
+  are not included, which favours queen-mq slightly).
+
+msg/s is wall clock; the ratio is queen_sync / queen-mq (higher is better). The broker runs
+in another process; the embedded broker is Python, so absolute numbers are bounded by it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from typing import Any, List, Optional, Tuple
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import queen_sync  # noqa: E402
+from queen_sync import Queen  # noqa: E402
+
+try:
+    import queen as queen_mq  # the official async client
+except ImportError:  # pragma: no cover
+    queen_mq = None
+
+
+def start_broker() -> Tuple[str, Optional[subprocess.Popen]]:
+    url = os.environ.get("QUEEN_URL")
+    if url:
+        return url.rstrip("/"), None
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "queen_sync.testing", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."),
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()  # "... listening on ..."
+    return "http://127.0.0.1:%d" % port, proc
+
+
+def fill(q: Queen, queue: str, messages: int, partitions: int) -> None:
+    q.queue(queue).create()
+    per = [messages // partitions + (1 if p < messages % partitions else 0) for p in range(partitions)]
+    for p, n in enumerate(per):
+        for start in range(0, n, 500):
+            chunk = [{"data": {"p": p, "i": i, "order": "ord-%06d" % i}} for i in range(start, min(n, start + 500))]
+            q.queue(queue).partition("p%02d" % p).push(chunk)
+
+
+def run_ours(q: Queen, queue: str, concurrency: int, batch: int, messages: int) -> float:
+    count = [0]
+    lock = threading.Lock()
+
+    def handler(m: Any) -> None:
+        with lock:
+            count[0] += len(m) if isinstance(m, list) else 1
+
+    t0 = time.perf_counter()
+    res = (
+        q.queue(queue).group("ours").concurrency(concurrency).batch(batch).limit(messages)
+        .idle_millis(30000).consume(handler)
+    )
+    took = time.perf_counter() - t0
+    if res.handled != messages or res.acked != messages or count[0] != messages:
+        raise SystemExit("queen_sync consumed %r (handler saw %d), expected %d" % (res, count[0], messages))
+    return messages / took
+
+
+async def _official(url: str, queue: str, concurrency: int, batch: int, messages: int) -> float:
+    done = asyncio.Event()
+    count = [0]
+    t_end = [0.0]
+
+    async def handler(m: Any) -> None:
+        count[0] += len(m) if isinstance(m, list) else 1
+        if count[0] >= messages and not done.is_set():
+            t_end[0] = time.perf_counter()
+            done.set()
+
+    async with queen_mq.Queen(url) as q:
+        t0 = time.perf_counter()
+        task = asyncio.ensure_future(
+            q.queue(queue).group("official").concurrency(concurrency).batch(batch).timeout_millis(1000)
+            .consume(handler, signal=done)
+        )
+        await asyncio.wait_for(done.wait(), timeout=600)
+        await asyncio.wait_for(task, timeout=60)
+    if count[0] < messages:
+        raise SystemExit("queen-mq consumed %d, expected %d" % (count[0], messages))
+    return messages / (t_end[0] - t0)
+
+
+def run_official(url: str, queue: str, concurrency: int, batch: int, messages: int) -> float:
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints on some paths
+        return asyncio.run(_official(url, queue, concurrency, batch, messages))
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--messages", type=int, default=2000, help="messages per cell (default 2000)")
+    ap.add_argument("--partitions", type=int, default=16, help="partitions per queue (default 16)")
+    ap.add_argument("--concurrency", default="1,4,16", help="comma-separated (default 1,4,16)")
+    ap.add_argument("--batch", default="1,100", help="comma-separated (default 1,100)")
+    opts = ap.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)
+    url, proc = start_broker()
+    try:
+        print("broker: %s; queen_sync codec %s; %d messages per cell over %d partitions; no-op handler, auto-ack"
+              % ("QUEEN_URL " + url if proc is None else "embedded (subprocess) " + url,
+                 queen_sync.codec_backend, opts.messages, opts.partitions))
+        header = "%-12s %-6s %14s %14s %8s" % ("concurrency", "batch", "queen_sync/s", "queen-mq/s", "ratio")
+        print(header)
+        print("-" * len(header))
+        with Queen(url) as q:
+            for c in [int(x) for x in opts.concurrency.split(",")]:
+                for b in [int(x) for x in opts.batch.split(",")]:
+                    queue = "bench-consume-%s" % uuid.uuid4().hex[:8]
+                    fill(q, queue, opts.messages, opts.partitions)
+                    ours = run_ours(q, queue, c, b, opts.messages)
+                    theirs = run_official(url, queue, c, b, opts.messages) if queen_mq is not None else float("nan")
+                    print("%-12d %-6d %14.0f %14.0f %7.2fx" % (c, b, ours, theirs, ours / theirs), flush=True)
+                    with contextlib.suppress(Exception):
+                        q.queue(queue).delete()
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Failure handling: nack → retries → dead-letter queue, on_success / on_error callbacks,
+broker restarts and outages (retried, logged once), authentication errors."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Dict, List, Set
+
+import pytest
+
+from queen_sync import AuthenticationError, Queen, codec
+
+
+def _wait_until(cond: Any, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _dlq(client: Queen, qname: str) -> List[Dict[str, Any]]:
+    resp = client._request("GET", "/api/v1/dlq", query={"queue": qname}, idempotent=True)
+    return codec.decode_json(resp.data)["messages"]
+
+
+def test_always_failing_handler_ends_in_dlq_after_retry_limit_plus_one(client: Queen, qname: str) -> None:
+    client.queue(qname).config({"retryLimit": 2}).create()
+    client.queue(qname).partition("p").push([{"data": "poison"}, {"data": "fine"}])
+    attempts: List[Any] = []
+
+    def handler(m: Dict[str, Any]) -> None:
+        attempts.append(m["data"])
+        if m["data"] == "poison":
+            raise ValueError("cannot digest %s" % m["data"])
+
+    res = client.queue(qname).partition("p").group("g").batch(2).each().limit(4).idle_millis(5000).consume(handler)
+    # 3 deliveries of the poison message (retryLimit + 1), then the next message, in order
+    assert attempts == ["poison", "poison", "poison", "fine"]
+    assert (res.handled, res.failed, res.nacked, res.acked, res.ack_failures) == (4, 3, 3, 1, 0)
+    assert res.skipped == 2  # "fine" waited behind the nacked message twice
+    rows = [r for r in _dlq(client, qname) if r.get("consumerGroup") == "g"]
+    assert len(rows) == 1 and rows[0]["data"] == "poison"
+    assert "ValueError: cannot digest poison" in rows[0]["errorMessage"]
+    assert client.queue(qname).group("g").pop() == []
+
+
+def test_on_success_and_on_error_callbacks_own_the_acks(client: Queen, qname: str) -> None:
+    client.queue(qname).push([{"data": 1}, {"data": 2}, {"data": 3}])
+    ok: List[Any] = []
+    bad: List[Any] = []
+
+    def handler(m: Dict[str, Any]) -> int:
+        if m["data"] == 2:
+            raise RuntimeError("two")
+        return m["data"] * 10
+
+    def on_success(m: Dict[str, Any], result: Any) -> None:
+        ok.append((m["data"], result))
+        client.ack(m, True, {"group": "g"})
+
+    def on_error(m: Dict[str, Any], exc: BaseException) -> None:
+        bad.append((m["data"], str(exc)))
+        client.ack(m, "dlq", {"group": "g", "error": str(exc)})
+
+    res = (
+        client.queue(qname).group("g").on_success(on_success).on_error(on_error).limit(3).idle_millis(5000).consume(handler)
+    )
+    assert ok == [(1, 10), (3, 30)] and bad == [(2, "two")]
+    # auto-ack is off: the consumer itself acked nothing and the callbacks' acks all landed
+    assert (res.handled, res.failed, res.acked, res.nacked, res.ack_failures) == (3, 1, 0, 0, 0)
+    assert client.queue(qname).group("g").pop() == []
+
+
+def test_auth_error_stops_a_background_consumer(embedded_broker: Any) -> None:
+    embedded_broker.faults.add("GET", "/api/v1/pop", "status", status=401, times=None)
+    with Queen(embedded_broker.url) as q:
+        consumer = q.queue("x").concurrency(3).consume(lambda m: None, background=True)
+        with pytest.raises(AuthenticationError):
+            consumer.join(10)
+        assert consumer.reason == "error" and isinstance(consumer.error, AuthenticationError)
+        assert not consumer.is_running
+
+
+def test_503_outage_is_retried_and_logged_once(embedded_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="queen_sync.consumer")
+    with Queen(embedded_broker.url, retry_attempts=1) as q:
+        q.queue("o").push([{"data": i} for i in range(3)])
+        embedded_broker.faults.add("GET", "/api/v1/pop", "status", status=503, times=4)
+        seen: List[Any] = []
+        res = q.queue("o").group("g").limit(3).idle_millis(20000).consume(lambda m: seen.append(m["data"]))
+        assert seen == [0, 1, 2] and res.acked == 3
+    mine = [r for r in caplog.records if r.name == "queen_sync.consumer"]
+    assert [r.levelname for r in mine if "cannot reach" in r.getMessage()] == ["WARNING"]
+    assert [r.levelname for r in mine if "answers again" in r.getMessage()] == ["INFO"]
+
+
+def test_broker_restart_mid_consume_loses_nothing(embedded_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="queen_sync.consumer")
+    with Queen(embedded_broker.url, retry_attempts=1) as client:
+        qname = "restart"
+        client.queue(qname).config({"leaseTime": 3}).create()
+        pushed: Set[str] = set()
+        for p in range(8):
+            res = client.queue(qname).partition("p%d" % p).push([{"data": i} for i in range(25)])
+            pushed.update(r["transaction_id"] for r in res)
+        handled: List[str] = []
+        lock = threading.Lock()
+        order: Dict[str, List[int]] = {}
+
+        def handler(m: Dict[str, Any]) -> None:
+            with lock:
+                handled.append(m["transactionId"])
+                order.setdefault(m["partition"], []).append(m["data"])
+            time.sleep(0.002)
+
+        consumer = client.queue(qname).group("g").batch(4).each().concurrency(4).consume(handler, background=True)
+        try:
+            assert _wait_until(lambda: consumer.handled >= 40)
+            embedded_broker.stop()
+            assert _wait_until(lambda: consumer._outage.active)  # the consumer noticed
+            embedded_broker.start()
+            assert _wait_until(lambda: len(set(handled)) == len(pushed), timeout=30)
+        finally:
+            res = consumer.stop(10)
+        assert consumer.join(10)
+        # acks sent while the broker went down were resent only when that could not count twice
+        assert len(handled) == len(set(handled))
+        assert set(handled) == pushed  # nothing lost
+        assert {p: seq for p, seq in order.items()} == {"p%d" % p: list(range(25)) for p in range(8)}  # in order
+        assert res.acked + res.ack_failures >= len(pushed)
+        assert client.queue(qname).group("g").batch(50).partitions(8).pop() == []
+        msgs = [r for r in caplog.records if r.name == "queen_sync.consumer"]
+        assert sum("cannot reach" in r.getMessage() for r in msgs) == 1
+        assert sum("answers again" in r.getMessage() for r in msgs) == 1
