@@ -76,11 +76,15 @@ class QueenConnectionError(QueenError):
 
     Attributes:
         url: the broker base URL that failed (no credentials), or ``None``.
+        sent: ``False`` when the request certainly never reached the broker (refused,
+            connect timeout), ``True`` when it may have (the connection broke or timed out
+            after sending), ``None`` when unknown.
     """
 
-    def __init__(self, message: str, url: Optional[str] = None) -> None:
+    def __init__(self, message: str, url: Optional[str] = None, sent: Optional[bool] = None) -> None:
         super().__init__(message)
         self.url = url
+        self.sent = sent
 
 
 class QueenTimeoutError(QueenConnectionError, TimeoutError):

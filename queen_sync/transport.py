@@ -260,6 +260,8 @@ class _Attempt(Exception):
         self.sent = sent
         self.failover = failover
         self.status = status
+        if isinstance(error, QueenConnectionError):
+            error.sent = sent
         self.retry_after = retry_after
 
 
@@ -597,7 +599,9 @@ class Transport:
                     delay = max(delay, min(failed.retry_after, _RETRY_AFTER_CAP_S))
                 self._count("retries")
                 nxt = self._urls[order[pos]]
-                log.warning(
+                # DEBUG, not WARNING: an outage would log every attempt; callers that retry
+                # forever (the consumer) log once per outage themselves.
+                log.debug(
                     "%s %s to %s failed (%s); attempt %d of %d, retrying%s in %.0f ms",
                     method,
                     path,
