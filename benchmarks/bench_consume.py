@@ -31,43 +31,16 @@ import asyncio
 import contextlib
 import io
 import logging
-import os
-import socket
-import subprocess
 import sys
 import threading
 import time
 import uuid
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from _common import print_header, queen_mq, start_broker, stop_broker  # puts the checkout on sys.path
 
-import queen_sync  # noqa: E402
-from queen_sync import Queen  # noqa: E402
-
-try:
-    import queen as queen_mq  # the official async client
-except ImportError:  # pragma: no cover
-    queen_mq = None
-
-
-def start_broker() -> Tuple[str, Optional[subprocess.Popen]]:
-    url = os.environ.get("QUEEN_URL")
-    if url:
-        return url.rstrip("/"), None
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "queen_sync.testing", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."),
-    )
-    assert proc.stdout is not None
-    proc.stdout.readline()  # "... listening on ..."
-    return "http://127.0.0.1:%d" % port, proc
+import queen_sync
+from queen_sync import Queen
 
 
 def fill(q: Queen, queue: str, messages: int, partitions: int) -> None:
@@ -141,8 +114,7 @@ def main(argv: Optional[List[str]] = None) -> int:
               % ("QUEEN_URL " + url if proc is None else "embedded (subprocess) " + url,
                  queen_sync.codec_backend, opts.messages, opts.partitions))
         header = "%-12s %-6s %14s %14s %8s" % ("concurrency", "batch", "queen_sync/s", "queen-mq/s", "ratio")
-        print(header)
-        print("-" * len(header))
+        print_header(header)
         with Queen(url) as q:
             for c in [int(x) for x in opts.concurrency.split(",")]:
                 for b in [int(x) for x in opts.batch.split(",")]:
@@ -154,9 +126,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     with contextlib.suppress(Exception):
                         q.queue(queue).delete()
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(10)
+        stop_broker(proc)
     return 0
 
 

@@ -35,43 +35,17 @@ import contextlib
 import io
 import logging
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from _common import print_header, queen_mq, start_broker, stop_broker  # puts the checkout on sys.path
 
-import queen_sync  # noqa: E402
-from queen_sync import Queen  # noqa: E402
-
-try:
-    import queen as queen_mq  # the official async client
-except ImportError:  # pragma: no cover
-    queen_mq = None
-
-
-def start_broker() -> Tuple[str, Optional[subprocess.Popen]]:
-    url = os.environ.get("QUEEN_URL")
-    if url:
-        return url.rstrip("/"), None
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "queen_sync.testing", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."),
-    )
-    assert proc.stdout is not None
-    proc.stdout.readline()  # "... listening on ..."
-    return "http://127.0.0.1:%d" % port, proc
+import queen_sync
+from queen_sync import Queen
 
 
 def payloads(batch: int) -> List[Dict[str, Any]]:
@@ -240,8 +214,7 @@ def main() -> int:
         hdr = "%-17s %7s %8s | %11s %11s | %11s %11s | %9s %9s" % (
             "workload", "threads", "messages", "ours msg/s", "ours us/msg", "mq msg/s", "mq us/msg", "x msg/s", "x CPU",
         )
-        print(hdr)
-        print("-" * len(hdr))
+        print_header(hdr)
         for r in rows:
             o, t = r["ours"], r["theirs"]
             print(
@@ -262,8 +235,7 @@ def main() -> int:
         print()
         print("Single push from synchronous code, latency in ms")
         hdr2 = "%-44s %8s %8s %8s %8s" % ("client", "samples", "p50", "p99", "mean")
-        print(hdr2)
-        print("-" * len(hdr2))
+        print_header(hdr2)
         for label, xs in (
             ("queen_sync: q.queue(..).push(...)", lo),
             ("queen-mq: asyncio.run(new client + push)", lt),
@@ -278,9 +250,7 @@ def main() -> int:
         )
     finally:
         admin.close()
-        if proc is not None:
-            proc.terminate()
-            proc.wait(10)
+        stop_broker(proc)
     return 0
 
 

@@ -16,16 +16,10 @@ verified fact and ``PASS: N checks``, and exits non-zero on any failure.
 
 from __future__ import annotations
 
-import os
 import sys
-import uuid
 from typing import Any, Dict, List
 
-try:
-    from queen_sync import Queen
-except ImportError:  # running from a source checkout without installing the package
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from queen_sync import Queen
+from _harness import Checks, Queen, run_example  # examples/_harness.py: broker, ok:/PASS output
 
 ORDERS = [
     {"orderId": "A-1", "customer": "acme", "total": 120.5},
@@ -34,17 +28,6 @@ ORDERS = [
     {"orderId": "C-1", "customer": "initech", "total": 310.0},
     {"orderId": "A-3", "customer": "acme", "total": 9.99},
 ]
-
-
-class Checks:
-    def __init__(self) -> None:
-        self.passed = 0
-
-    def check(self, condition: bool, fact: str, detail: Any = None) -> None:
-        if not condition:
-            raise AssertionError("%s (got %r)" % (fact, detail))
-        self.passed += 1
-        print("ok: %s" % fact, flush=True)
 
 
 def run(q: Queen, checks: Checks, suffix: str) -> None:
@@ -135,28 +118,5 @@ def run(q: Queen, checks: Checks, suffix: str) -> None:
     checks.check(all(d.get("deleted") for d in deleted), "both queues deleted", deleted)
 
 
-def main() -> int:
-    url = os.environ.get("QUEEN_URL")
-    broker = None
-    if not url:
-        from queen_sync.testing import EmbeddedBroker
-
-        broker = EmbeddedBroker().start()
-        url = broker.url
-    print("broker %s" % url)
-    checks = Checks()
-    try:
-        with Queen(url) as q:
-            run(q, checks, uuid.uuid4().hex[:10])
-    except Exception as exc:  # report and fail
-        print("FAIL: %s: %s" % (type(exc).__name__, exc), flush=True)
-        return 1
-    finally:
-        if broker is not None:
-            broker.stop()
-    print("PASS: %d checks" % checks.passed)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_example(run))

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 from urllib.parse import quote
 
 from . import codec
+from ._validate import bool_arg as _bool_arg  # also imported from here by groups.py
+from ._validate import int_arg as _int_arg  # also imported from here by dlq.py
 from .builders import QUEUE_OPTION_DEFAULTS, validate_name
 from .errors import BrokerError, InvalidInputError, ProtocolError, QueenHTTPError, RouteNotFoundError
 
@@ -91,18 +93,6 @@ def iso_timestamp(name: str, value: Any) -> str:
         raise InvalidInputError(
             "%s must be an ISO-8601 timestamp such as 2026-11-30T06:21:21.749Z, got %r" % (name, value)
         ) from None
-    return value
-
-
-def _int_arg(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError("%s must be an int >= %d, got %r" % (name, minimum, value))
-    return value
-
-
-def _bool_arg(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidInputError("%s must be True or False, got %r" % (name, value))
     return value
 
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import codec
+from ._validate import bool_arg as _bool_arg
+from ._validate import int_arg as _int_arg
 from .errors import BrokerError, InvalidInputError, TransactionError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -148,18 +150,6 @@ def group_from_context(context: Optional[Mapping[str, Any]], allowed_extra: Tupl
     if group is not None:
         validate_name("consumer group", group)
     return group, {k: context[k] for k in allowed_extra if k in context}
-
-
-def _int_arg(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError("%s must be an int >= %d, got %r" % (name, minimum, value))
-    return value
-
-
-def _bool_arg(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidInputError("%s must be True or False, got %r" % (name, value))
-    return value
 
 
 def _subscription_from(value: Any) -> str:

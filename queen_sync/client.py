@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from urllib.parse import urlsplit
 
 from . import codec
+from ._validate import int_arg
 from .builders import QueueBuilder, TransactionBuilder, group_from_context, resolve_group, validate_path_token
 from .errors import AckError, ClientClosedError, InvalidInputError, LeaseError, ProtocolError
 from .producer import DEFAULT_CLOSE_TIMEOUT_MILLIS, BufferManager
@@ -66,12 +67,6 @@ def _parse_urls(url: _UrlArg, urls: _UrlArg) -> List[str]:
         if clean not in out:
             out.append(clean)
     return out
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError("%s must be an int >= %d, got %r" % (name, minimum, value))
-    return value
 
 
 class Queen:
@@ -137,20 +132,8 @@ class Queen:
         close_timeout_millis: int = DEFAULT_CLOSE_TIMEOUT_MILLIS,
     ) -> None:
         self._urls = _parse_urls(url, urls)
-        _check_int("affinity_hash_ring", affinity_hash_ring, 1)
-        _check_int("health_retry_after_millis", health_retry_after_millis, 0)
-        _check_int("close_timeout_millis", close_timeout_millis, 0)
-        self._timeout_millis = _check_int("timeout_millis", timeout_millis, 1)
-        _check_int("retry_attempts", retry_attempts, 1)
-        _check_int("retry_delay_millis", retry_delay_millis, 0)
-        _check_int("retry_max_delay_millis", retry_max_delay_millis, 0)
-        _check_int("pool_maxsize", pool_maxsize, 1)
-        if connect_timeout_millis is not None:
-            _check_int("connect_timeout_millis", connect_timeout_millis, 1)
-        if bearer_token is not None and not isinstance(bearer_token, str):
-            raise InvalidInputError("bearer_token must be a str")
-        if headers is not None and not isinstance(headers, Mapping):
-            raise InvalidInputError("headers must be a dict of str to str")
+        int_arg("close_timeout_millis", close_timeout_millis, 0)
+        # Transport validates the connection options (InvalidInputError) before it opens anything.
         self._transport = Transport(
             self._urls,
             timeout_millis=timeout_millis,
@@ -166,6 +149,7 @@ class Queen:
             affinity_hash_ring=affinity_hash_ring,
             health_retry_after_millis=health_retry_after_millis,
         )
+        self._timeout_millis = self._transport.timeout_millis
         self._producer = BufferManager(
             self._transport, close_timeout_millis=close_timeout_millis, backoff=backoff
         )

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import codec
+from ._validate import int_arg
 from .errors import BufferFullError, ClientClosedError, InvalidInputError, QueenError
 from .transport import RETRY_ALWAYS, Backoff, ExponentialBackoff, Transport
 
@@ -57,12 +58,6 @@ log = logging.getLogger("queen_sync.producer")
 FAILED_ITEM_ROUNDS = 3
 #: Default bound of close()'s final flush, in milliseconds.
 DEFAULT_CLOSE_TIMEOUT_MILLIS = 30000
-
-
-def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError("%s must be an int >= %d, got %r" % (name, minimum, value))
-    return value
 
 
 @dataclass(frozen=True)
@@ -92,14 +87,14 @@ class BufferOptions:
     block_timeout_millis: int = 10000
 
     def __post_init__(self) -> None:
-        _positive_int("message_count", self.message_count)
-        _positive_int("time_millis", self.time_millis, 0)
-        _positive_int("max_bytes", self.max_bytes)
-        _positive_int("block_timeout_millis", self.block_timeout_millis, 0)
+        int_arg("message_count", self.message_count, 1)
+        int_arg("time_millis", self.time_millis, 0)
+        int_arg("max_bytes", self.max_bytes, 1)
+        int_arg("block_timeout_millis", self.block_timeout_millis, 0)
         if self.max_messages is None:
             object.__setattr__(self, "max_messages", max(10000, 10 * self.message_count))
         else:
-            _positive_int("max_messages", self.max_messages)
+            int_arg("max_messages", self.max_messages, 1)
             if self.max_messages < self.message_count:
                 raise InvalidInputError(
                     "max_messages (%d) must be >= message_count (%d)" % (self.max_messages, self.message_count)

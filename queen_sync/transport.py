@@ -88,6 +88,7 @@ from urllib3.exceptions import (
 )
 
 from . import codec
+from ._validate import int_arg
 from .errors import (
     AuthenticationError,
     ClientClosedError,
@@ -307,7 +308,8 @@ class Transport:
         health_retry_after_millis: how long a failed URL is skipped, in milliseconds.
 
     Raises:
-        InvalidInputError: an unknown strategy or a bad ``backoff``.
+        InvalidInputError: a bad option value (an int option out of range, a non-str
+            ``bearer_token``, non-mapping ``headers``), an unknown strategy or a bad ``backoff``.
     """
 
     def __init__(
@@ -329,6 +331,19 @@ class Transport:
     ) -> None:
         if not urls:
             raise ValueError("at least one broker URL is needed")
+        int_arg("affinity_hash_ring", affinity_hash_ring, 1)
+        int_arg("health_retry_after_millis", health_retry_after_millis, 0)
+        int_arg("timeout_millis", timeout_millis, 1)
+        int_arg("retry_attempts", retry_attempts, 1)
+        int_arg("retry_delay_millis", retry_delay_millis, 0)
+        int_arg("retry_max_delay_millis", retry_max_delay_millis, 0)
+        int_arg("pool_maxsize", pool_maxsize, 1)
+        if connect_timeout_millis is not None:
+            int_arg("connect_timeout_millis", connect_timeout_millis, 1)
+        if bearer_token is not None and not isinstance(bearer_token, str):
+            raise InvalidInputError("bearer_token must be a str")
+        if headers is not None and not isinstance(headers, Mapping):
+            raise InvalidInputError("headers must be a dict of str to str")
         if load_balancing_strategy not in LOAD_BALANCING_STRATEGIES:
             raise InvalidInputError(
                 "load_balancing_strategy must be one of %s, got %r"
@@ -337,15 +352,15 @@ class Transport:
         if backoff is not None and not callable(getattr(backoff, "compute", None)):
             raise InvalidInputError("backoff must have a compute(failures) -> seconds method, got %r" % (backoff,))
         self._urls: Tuple[str, ...] = tuple(urls)
-        self._timeout_millis = int(timeout_millis)
+        self._timeout_millis = timeout_millis
         self._connect_timeout_s = (
-            min(self._timeout_millis, 10000) if connect_timeout_millis is None else int(connect_timeout_millis)
+            min(self._timeout_millis, 10000) if connect_timeout_millis is None else connect_timeout_millis
         ) / 1000.0
-        self._attempts = max(1, int(retry_attempts))
+        self._attempts = retry_attempts
         self._backoff: Backoff = backoff if backoff is not None else ExponentialBackoff(
-            max(0, int(retry_delay_millis)), max(0, int(retry_max_delay_millis))
+            retry_delay_millis, retry_max_delay_millis
         )
-        self._pool_maxsize = max(1, int(pool_maxsize))
+        self._pool_maxsize = pool_maxsize
         base_headers: Dict[str, str] = {
             "Accept": "application/json",
             "User-Agent": _USER_AGENT,
@@ -359,14 +374,14 @@ class Transport:
         self._post_headers = dict(base_headers)
         self._post_headers.setdefault("Content-Type", "application/json")
         self._strategy = load_balancing_strategy
-        self._health_retry_s = max(0, int(health_retry_after_millis)) / 1000.0
+        self._health_retry_s = health_retry_after_millis / 1000.0
         n = len(self._urls)
         self._unhealthy_until: List[float] = [0.0] * n
         self._ring_hashes: List[int] = []
         self._ring_nodes: List[int] = []
         if load_balancing_strategy == "affinity" and n > 1:
             ring = sorted(
-                (_hash64("%s#%d" % (u, v)), i) for i, u in enumerate(self._urls) for v in range(max(1, int(affinity_hash_ring)))
+                (_hash64("%s#%d" % (u, v)), i) for i, u in enumerate(self._urls) for v in range(affinity_hash_ring)
             )
             self._ring_hashes = [h for h, _ in ring]
             self._ring_nodes = [i for _, i in ring]
