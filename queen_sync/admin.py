@@ -37,6 +37,7 @@ from urllib.parse import quote
 from . import codec
 from ._validate import bool_arg as _bool_arg  # also imported from here by groups.py
 from ._validate import int_arg as _int_arg  # also imported from here by dlq.py
+from ._validate import is_iso_timestamp, utc_millis
 from .builders import QUEUE_OPTION_DEFAULTS, validate_name
 from .errors import BrokerError, InvalidInputError, ProtocolError, QueenHTTPError, RouteNotFoundError
 
@@ -81,18 +82,13 @@ def iso_timestamp(name: str, value: Any) -> str:
         InvalidInputError: anything else, or a string that is not ISO-8601.
     """
     if isinstance(value, _dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
-        value = value.astimezone(_dt.timezone.utc)
-        return value.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (value.microsecond // 1000)
+        return utc_millis(value)
     if not isinstance(value, str) or not value:
         raise InvalidInputError("%s must be an ISO-8601 timestamp or a datetime, got %r" % (name, value))
-    try:
-        _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+    if not is_iso_timestamp(value):
         raise InvalidInputError(
             "%s must be an ISO-8601 timestamp such as 2026-11-30T06:21:21.749Z, got %r" % (name, value)
-        ) from None
+        )
     return value
 
 
@@ -100,6 +96,21 @@ def _str_arg(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidInputError("%s must be a non-empty str, got %r" % (name, value))
     return value
+
+
+def _opt_str(name: str, value: Any) -> Optional[str]:
+    """An optional filter: ``None`` stays ``None`` (not sent), else a non-empty str."""
+    return None if value is None else _str_arg(name, value)
+
+
+def _opt_name(kind: str, value: Any) -> Optional[str]:
+    """An optional queue / partition name: ``None`` stays ``None``, else :func:`validate_name`."""
+    return None if value is None else validate_name(kind, value)
+
+
+def _page(limit: Any, offset: Any) -> Dict[str, int]:
+    """The ``limit`` (>= 1) and ``offset`` (>= 0) query parameters of a paged route."""
+    return {"limit": _int_arg("limit", limit, 1), "offset": _int_arg("offset", offset, 0)}
 
 
 def _query(**params: Any) -> Dict[str, str]:
@@ -172,6 +183,11 @@ def _route_not_found(method: str, path: str, what: str, exc: RouteNotFoundError)
 def _path_id(kind: str, value: Any) -> str:
     """A partition id / transaction id placed in a path: same URL-safe rule as names."""
     return validate_name(kind, value)
+
+
+def _message_path(partition_id: Any, transaction_id: Any) -> str:
+    """``{partitionId}/{transactionId}`` of a message route, both checked by :func:`_path_id`."""
+    return "%s/%s" % (_path_id("partition id", partition_id), _path_id("transaction id", transaction_id))
 
 
 # --------------------------------------------------------------------------- queue config merge
@@ -298,6 +314,25 @@ class Admin:
     def _get(self, path: str, what: str, **params: Any) -> JSON:
         return call(self._client, "GET", path, what=what, query=_query(**params))
 
+    def _analytics(
+        self,
+        route: str,
+        what: str,
+        from_: Optional[Timestamp],
+        to: Optional[Timestamp],
+        hostname: Optional[str],
+        worker_id: Optional[str],
+    ) -> JSON:
+        """``GET /api/v1/analytics/{route}?hostname=&workerId=&from=&to=`` (replica time series)."""
+        path = "/api/v1/analytics/" + route
+        return self._get(path, what, hostname=hostname, workerId=worker_id, **_window(from_, to))
+
+    def _set_enabled(self, path: str, what: str, enabled: Any) -> JSON:
+        """``POST path {"enabled": bool}`` (a maintenance switch; safe to resend)."""
+        return call(
+            self._client, "POST", path, body={"enabled": _bool_arg("enabled", enabled)}, what=what, idempotent=True
+        )
+
     # ------------------------------------------------------------------ resources
 
     def get_overview(self) -> Dict[str, Any]:
@@ -334,23 +369,19 @@ class Admin:
     def get_partitions(self, queue: Optional[str] = None) -> Any:
         """Official-client parity only: a Queen 0.15 broker has no such route, so this raises
         :class:`RouteNotFoundError`. Wire: ``GET /api/v1/resources/partitions[?queue=]``."""
-        if queue is not None:
-            validate_name("queue", queue)
-        return self._get("/api/v1/resources/partitions", "admin.get_partitions()", queue=queue)
+        return self._get("/api/v1/resources/partitions", "admin.get_partitions()", queue=_opt_name("queue", queue))
 
     def clear_queue(self, name: str, partition: Optional[str] = None) -> Any:
         """Official-client parity only: a Queen 0.15 broker has no such route, so this raises
         :class:`RouteNotFoundError` (delete and re-create the queue instead).
         Wire: ``DELETE /api/v1/queues/{name}/clear[?partition=]``."""
         validate_name("queue", name)
-        if partition is not None:
-            validate_name("partition", partition)
         return call(
             self._client,
             "DELETE",
             "/api/v1/queues/%s/clear" % name,
             what="admin.clear_queue(%r)" % name,
-            query=_query(partition=partition),
+            query=_query(partition=_opt_name("partition", partition)),
         )
 
     # ------------------------------------------------------------------ messages
@@ -384,23 +415,16 @@ class Admin:
 
         Wire: ``GET /api/v1/messages?queue=&partition=&ns=&task=&status=&from=&to=&limit=&offset=``.
         """
-        for kind, v in (("queue", queue), ("partition", partition)):
-            if v is not None:
-                validate_name(kind, v)
         return self._get(
             "/api/v1/messages",
             "admin.list_messages()",
-            queue=queue,
-            partition=partition,
-            ns=None if namespace is None else _str_arg("namespace", namespace),
-            task=None if task is None else _str_arg("task", task),
-            status=None if status is None else _str_arg("status", status),
-            **{
-                "from": None if from_ is None else iso_timestamp("from_", from_),
-                "to": None if to is None else iso_timestamp("to", to),
-            },
-            limit=_int_arg("limit", limit, 1),
-            offset=_int_arg("offset", offset, 0),
+            queue=_opt_name("queue", queue),
+            partition=_opt_name("partition", partition),
+            ns=_opt_str("namespace", namespace),
+            task=_opt_str("task", task),
+            status=_opt_str("status", status),
+            **_window(from_, to),
+            **_page(limit, offset),
         )
 
     def get_message(self, partition_id: str, transaction_id: str) -> Dict[str, Any]:
@@ -409,28 +433,27 @@ class Admin:
         isEncrypted, status, retryCount, errorMessage, leaseExpiresAt, consumerGroups:
         [{name, consumed, leaseExpiresAt}], mode, queueConfig}``. Raises BrokerError
         ``Message not found``. Wire: ``GET /api/v1/messages/{partitionId}/{transactionId}``."""
-        pid, tx = _path_id("partition id", partition_id), _path_id("transaction id", transaction_id)
-        return self._get("/api/v1/messages/%s/%s" % (pid, tx), "admin.get_message()")
+        return self._get("/api/v1/messages/%s" % _message_path(partition_id, transaction_id), "admin.get_message()")
 
     def delete_message(self, partition_id: str, transaction_id: str) -> Dict[str, Any]:
         """Delete one stored message: ``{success: True, deleted: True, messageId,
         transactionId, partitionId}``. Raises BrokerError ``Message not found``.
         Wire: ``DELETE /api/v1/messages/{partitionId}/{transactionId}``."""
-        pid, tx = _path_id("partition id", partition_id), _path_id("transaction id", transaction_id)
-        return call(self._client, "DELETE", "/api/v1/messages/%s/%s" % (pid, tx), what="admin.delete_message()")
+        path = "/api/v1/messages/%s" % _message_path(partition_id, transaction_id)
+        return call(self._client, "DELETE", path, what="admin.delete_message()")
 
     def retry_message(self, partition_id: str, transaction_id: str) -> Any:
         """Official-client parity only: a Queen 0.15 broker has no such route, so this raises
         :class:`RouteNotFoundError`. Wire: ``POST /api/v1/messages/{pid}/{tx}/retry``."""
-        pid, tx = _path_id("partition id", partition_id), _path_id("transaction id", transaction_id)
-        return call(self._client, "POST", "/api/v1/messages/%s/%s/retry" % (pid, tx), what="admin.retry_message()")
+        path = "/api/v1/messages/%s/retry" % _message_path(partition_id, transaction_id)
+        return call(self._client, "POST", path, what="admin.retry_message()")
 
     def move_message_to_dlq(self, partition_id: str, transaction_id: str) -> Any:
         """Official-client parity only: a Queen 0.15 broker has no such route, so this raises
         :class:`RouteNotFoundError` (nack with status ``"dlq"`` instead).
         Wire: ``POST /api/v1/messages/{pid}/{tx}/dlq``."""
-        pid, tx = _path_id("partition id", partition_id), _path_id("transaction id", transaction_id)
-        return call(self._client, "POST", "/api/v1/messages/%s/%s/dlq" % (pid, tx), what="admin.move_message_to_dlq()")
+        path = "/api/v1/messages/%s/dlq" % _message_path(partition_id, transaction_id)
+        return call(self._client, "POST", path, what="admin.move_message_to_dlq()")
 
     # ------------------------------------------------------------------ status
 
@@ -456,10 +479,9 @@ class Admin:
         return self._get(
             "/api/v1/status/queues",
             "admin.get_queue_stats()",
-            namespace=None if namespace is None else _str_arg("namespace", namespace),
-            task=None if task is None else _str_arg("task", task),
-            limit=_int_arg("limit", limit, 1),
-            offset=_int_arg("offset", offset, 0),
+            namespace=_opt_str("namespace", namespace),
+            task=_opt_str("task", task),
+            **_page(limit, offset),
             **_window(from_, to),
         )
 
@@ -479,14 +501,11 @@ class Admin:
         queue, queuePath, createdAt, status}]`` (``[]`` for an unknown queue).
         Wire: ``GET /api/v1/status/queues/{name}/messages?partition=&limit=&offset=``."""
         validate_name("queue", name)
-        if partition is not None:
-            validate_name("partition", partition)
         return self._get(
             "/api/v1/status/queues/%s/messages" % name,
             "admin.get_queue_messages(%r)" % name,
-            partition=partition,
-            limit=_int_arg("limit", limit, 1),
-            offset=_int_arg("offset", offset, 0),
+            partition=_opt_name("partition", partition),
+            **_page(limit, offset),
         )
 
     def get_analytics(
@@ -502,15 +521,13 @@ class Admin:
         """Message counts over time: ``{from, to, interval, dataPoints: [{timestamp,
         messages}]}`` (``interval`` e.g. ``"hour"``, the broker default; window default: the
         last 24 h). Wire: ``GET /api/v1/status/analytics?from=&to=&queue=&namespace=&task=&interval=``."""
-        if queue is not None:
-            validate_name("queue", queue)
         return self._get(
             "/api/v1/status/analytics",
             "admin.get_analytics()",
-            queue=queue,
-            namespace=None if namespace is None else _str_arg("namespace", namespace),
-            task=None if task is None else _str_arg("task", task),
-            interval=None if interval is None else _str_arg("interval", interval),
+            queue=_opt_name("queue", queue),
+            namespace=_opt_str("namespace", namespace),
+            task=_opt_str("task", task),
+            interval=_opt_str("interval", interval),
             **_window(from_, to),
         )
 
@@ -617,8 +634,7 @@ class Admin:
         return self._get(
             "/api/v1/traces/by-name/%s" % quote(name, safe=""),
             "admin.get_traces_by_name(%r)" % name,
-            limit=_int_arg("limit", limit, 1),
-            offset=_int_arg("offset", offset, 0),
+            **_page(limit, offset),
         )
 
     def get_trace_names(self, *, limit: int = 50, offset: int = 0) -> Dict[str, Any]:
@@ -628,16 +644,15 @@ class Admin:
         return self._get(
             "/api/v1/traces/names",
             "admin.get_trace_names()",
-            limit=_int_arg("limit", limit, 1),
-            offset=_int_arg("offset", offset, 0),
+            **_page(limit, offset),
         )
 
     def get_traces_for_message(self, partition_id: str, transaction_id: str) -> Dict[str, Any]:
         """Traces of one message, oldest first: ``{traces: [{id, event_type, data,
         consumer_group, trace_names, worker_id, created_at}]}``.
         Wire: ``GET /api/v1/traces/{partitionId}/{transactionId}``."""
-        pid, tx = _path_id("partition id", partition_id), _path_id("transaction id", transaction_id)
-        return self._get("/api/v1/traces/%s/%s" % (pid, tx), "admin.get_traces_for_message()")
+        path = "/api/v1/traces/%s" % _message_path(partition_id, transaction_id)
+        return self._get(path, "admin.get_traces_for_message()")
 
     # ------------------------------------------------------------------ system
 
@@ -668,13 +683,7 @@ class Admin:
         """Per-replica CPU / memory / DB-pool time series: ``{timeRange, bucketMinutes,
         pointCount, replicaCount, replicas: [{hostname, port, workerId, timeSeries}]}``.
         Wire: ``GET /api/v1/analytics/system-metrics?from=&to=&hostname=&workerId=``."""
-        return self._get(
-            "/api/v1/analytics/system-metrics",
-            "admin.get_system_metrics()",
-            hostname=hostname,
-            workerId=worker_id,
-            **_window(from_, to),
-        )
+        return self._analytics("system-metrics", "admin.get_system_metrics()", from_, to, hostname, worker_id)
 
     def get_worker_metrics(
         self,
@@ -687,13 +696,7 @@ class Admin:
         """Per-worker request counters: ``{timeRange, bucketMinutes, pointCount, timeSeries,
         queues, workers, summary}``.
         Wire: ``GET /api/v1/analytics/worker-metrics?from=&to=&hostname=&workerId=``."""
-        return self._get(
-            "/api/v1/analytics/worker-metrics",
-            "admin.get_worker_metrics()",
-            hostname=hostname,
-            workerId=worker_id,
-            **_window(from_, to),
-        )
+        return self._analytics("worker-metrics", "admin.get_worker_metrics()", from_, to, hostname, worker_id)
 
     def get_postgres_stats(self) -> Dict[str, Any]:
         """PostgreSQL statistics: ``{database, timestamp, bufferConfig, cacheSummary,
@@ -711,14 +714,7 @@ class Admin:
         ``buffered``) or off (the buffer is written). Returns ``{maintenanceMode,
         bufferedMessages, bufferHealthy, message}``.
         Wire: ``POST /api/v1/system/maintenance`` ``{"enabled": bool}`` (ADMIN)."""
-        return call(
-            self._client,
-            "POST",
-            "/api/v1/system/maintenance",
-            body={"enabled": _bool_arg("enabled", enabled)},
-            what="admin.set_maintenance_mode()",
-            idempotent=True,
-        )
+        return self._set_enabled("/api/v1/system/maintenance", "admin.set_maintenance_mode()", enabled)
 
     def get_pop_maintenance_mode(self) -> Dict[str, Any]:
         """``{popMaintenanceMode, message}``. Wire: ``GET /api/v1/system/maintenance/pop``."""
@@ -728,14 +724,7 @@ class Admin:
         """Switch pop maintenance on (every pop answers 204, which ``pop()`` returns as ``[]``)
         or off. Returns ``{popMaintenanceMode, message}``.
         Wire: ``POST /api/v1/system/maintenance/pop`` ``{"enabled": bool}`` (ADMIN)."""
-        return call(
-            self._client,
-            "POST",
-            "/api/v1/system/maintenance/pop",
-            body={"enabled": _bool_arg("enabled", enabled)},
-            what="admin.set_pop_maintenance_mode()",
-            idempotent=True,
-        )
+        return self._set_enabled("/api/v1/system/maintenance/pop", "admin.set_pop_maintenance_mode()", enabled)
 
 
 def _window(from_: Optional[Timestamp], to: Optional[Timestamp]) -> Dict[str, Optional[str]]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from . import codec
 from ._validate import bool_arg as _bool_arg
 from ._validate import int_arg as _int_arg
+from ._validate import is_iso_timestamp, utc_millis
 from .errors import BrokerError, InvalidInputError, TransactionError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,20 +155,15 @@ def group_from_context(context: Optional[Mapping[str, Any]], allowed_extra: Tupl
 
 def _subscription_from(value: Any) -> str:
     if isinstance(value, _dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
-        value = value.astimezone(_dt.timezone.utc)
-        return value.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (value.microsecond // 1000)
+        return utc_millis(value)
     if not isinstance(value, str) or not value:
         raise InvalidInputError("subscription_from must be 'now', an ISO-8601 timestamp or a datetime, got %r" % (value,))
     if value == "now":
         return value
-    try:
-        _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+    if not is_iso_timestamp(value):
         raise InvalidInputError(
             "subscription_from must be 'now' or an ISO-8601 timestamp such as 2026-11-30T06:21:21.749Z, got %r" % (value,)
-        ) from None
+        )
     return value
 
 

@@ -3,6 +3,7 @@ broker restarts and outages (retried, logged once), authentication errors."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -12,14 +13,10 @@ import pytest
 
 from queen_sync import AuthenticationError, Queen, codec
 
+from _helpers import wait_until
 
-def _wait_until(cond: Any, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+
+_wait_until = functools.partial(wait_until, timeout=20.0)  # this module's default: 20 s
 
 
 def _dlq(client: Queen, qname: str) -> List[Dict[str, Any]]:

@@ -35,23 +35,38 @@ def _watch_group(client: Queen, qname: str, stop: threading.Event, got: List[Dic
     return t
 
 
+class _SlowHandler:
+    """A consume handler taking ``SLOW_S`` per message; each call records the message's
+    transactionId in ``seen`` and starts :func:`_watch_group`, which collects in ``stolen``
+    what another consumer of group ``g`` gets meanwhile."""
+
+    def __init__(self, client: Queen, qname: str) -> None:
+        self.client, self.qname = client, qname
+        self.seen: List[str] = []
+        self.stolen: List[Dict[str, Any]] = []
+        self.stop_watch = threading.Event()
+        self.watcher: List[threading.Thread] = []
+
+    def __call__(self, m: Dict[str, Any]) -> None:
+        self.seen.append(m["transactionId"])
+        self.watcher.append(_watch_group(self.client, self.qname, self.stop_watch, self.stolen))
+        threading.Event().wait(SLOW_S)
+
+    def stop_watching(self) -> None:
+        """Stop the watcher started by the first call and join it (10 s bound)."""
+        self.stop_watch.set()
+        self.watcher[0].join(10)
+
+
 def test_renewal_keeps_the_lease_of_a_slow_handler(client: Queen, qname: str) -> None:
     _slow_queue(client, qname)
-    seen: List[str] = []
-    stolen: List[Dict[str, Any]] = []
-    stop_watch = threading.Event()
-    watcher: List[threading.Thread] = []
-
-    def handler(m: Dict[str, Any]) -> None:
-        seen.append(m["transactionId"])
-        watcher.append(_watch_group(client, qname, stop_watch, stolen))
-        threading.Event().wait(SLOW_S)
+    handler = _SlowHandler(client, qname)
+    stolen = handler.stolen
 
     res = (
         client.queue(qname).group("g").renew_lease(True, 300).limit(1).idle_millis(10000).consume(handler)
     )
-    stop_watch.set()
-    watcher[0].join(10)
+    handler.stop_watching()
     assert stolen == []  # nobody else got the message while the handler ran
     assert (res.handled, res.acked, res.ack_failures, res.lost, res.renew_failures) == (1, 1, 0, 0, 0)
     assert res.renewals >= 1
@@ -63,19 +78,11 @@ def test_without_renewal_the_lease_expires_and_the_message_is_redelivered(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="queen_sync.consumer")
     _slow_queue(client, qname)
-    seen: List[str] = []
-    stolen: List[Dict[str, Any]] = []
-    stop_watch = threading.Event()
-    watcher: List[threading.Thread] = []
-
-    def handler(m: Dict[str, Any]) -> None:
-        seen.append(m["transactionId"])
-        watcher.append(_watch_group(client, qname, stop_watch, stolen))
-        threading.Event().wait(SLOW_S)
+    handler = _SlowHandler(client, qname)
+    seen, stolen = handler.seen, handler.stolen
 
     res = client.queue(qname).group("g").limit(1).idle_millis(10000).consume(handler)
-    stop_watch.set()
-    watcher[0].join(10)
+    handler.stop_watching()
     # the lease expired: the broker redelivered the message to the other consumer ...
     assert [m["transactionId"] for m in stolen] == seen
     # ... and the slow consumer's ack was refused, counted and logged with the message id

@@ -14,14 +14,7 @@ import pytest
 
 from queen_sync import InvalidInputError, Queen
 
-
-def _wait_until(cond: Any, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+from _helpers import wait_until as _wait_until  # 15 s default
 
 
 def _push_burst(client: Queen, qname: str, partitions: int, per_partition: int) -> Set[str]:

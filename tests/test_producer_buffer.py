@@ -9,7 +9,7 @@ import threading
 import time
 import types
 from collections import Counter
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -18,13 +18,7 @@ from queen_sync import producer as producer_mod
 from queen_sync.producer import BufferOptions
 from queen_sync.transport import ExponentialBackoff
 
-
-def wait_for(pred: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for %s" % what)
-        time.sleep(0.002)
+from _helpers import wait_for
 
 
 @pytest.fixture

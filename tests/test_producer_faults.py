@@ -6,26 +6,18 @@ Every payload must be stored exactly once (``broker.messages(queue)``)."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict, List
 
 import pytest
 
 from queen_sync import Queen
 from queen_sync.transport import ExponentialBackoff
 
+from _helpers import wait_for
+
 THREADS = 16
 FAULTS = ["drop_after", "drop_before", "status_503", "status_429", "refuse", "restart"]
-
-
-def wait_for(pred: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
-    """Poll ``pred`` until true or the deadline passes (then fail)."""
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for %s" % what)
-        time.sleep(0.002)
 
 
 def make_client(url: str) -> Queen:

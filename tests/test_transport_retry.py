@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator, List
+from typing import Any, Iterator, List
 
 import pytest
 
@@ -18,13 +18,7 @@ from queen_sync.transport import (
     _parse_retry_after,
 )
 
-
-def wait_for(pred: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for %s" % what)
-        time.sleep(0.002)
+from _helpers import wait_for
 
 
 class RecordingBackoff(Backoff):
