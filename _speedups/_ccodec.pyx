@@ -35,13 +35,14 @@ EMPTY_POP_ERRORS = frozenset({"no_available_partition", "partition_not_found", "
 
 cdef object _dumps = _json.dumps
 cdef object _loads = _json.loads
+cdef object _loads_fallback = _json.loads_fallback
 cdef tuple _DECODE_ERRORS = (_json.DecodeError, ValueError, TypeError)
+cdef tuple _FALLBACK_ERRORS = (ValueError, TypeError, RecursionError)
 cdef tuple _ENCODE_ERRORS = (TypeError, ValueError, OverflowError)
 cdef object _MISSING = object()
 
+# True / False are handled apart: 1 / 0 / 1.0 hash like them and must not pass
 cdef dict _STATUS_ALIASES = {
-    True: "completed",
-    False: "failed",
     "completed": "completed",
     "success": "completed",
     "failed": "failed",
@@ -132,12 +133,14 @@ def is_uuid(value):
 
 cdef inline str _normalize_status(object status):
     cdef object v
-    try:
-        v = _STATUS_ALIASES[status]
-    except (KeyError, TypeError):
-        pass
-    else:
-        return <str>v
+    if status is True:
+        return "completed"
+    if status is False:
+        return "failed"
+    if isinstance(status, str):
+        v = _STATUS_ALIASES.get(status)
+        if v is not None:
+            return <str>v
     raise InvalidInputError(
         "ack status must be True, False, 'completed', 'success', 'failed', 'retry' or 'dlq', got %r" % (status,)
     )
@@ -341,7 +344,7 @@ def build_tx_push_op(queue, partition, items, id_source=None):
     return {"type": "push", "items": _build_push_items(queue, partition, items, id_source)}
 
 
-def build_tx_ack_op(message, status, group):
+def build_tx_ack_op(message, status, group, error=None):
     """Build a transaction ack operation (see ``queen_sync._pycodec.build_tx_ack_op``)."""
     tx, pid = _ack_ids(message, "transaction ack")
     cdef dict op = {"type": "ack", "transactionId": tx, "partitionId": pid, "status": _normalize_status(status)}
@@ -350,6 +353,8 @@ def build_tx_ack_op(message, status, group):
     lease = _mget(message, "leaseId", None)
     if lease:
         op["leaseId"] = lease
+    if error is not None:
+        op["error"] = str(error)
     return op
 
 
@@ -382,10 +387,16 @@ cdef inline object _raw(object body):
 cdef object _decode(object body):
     if not body:
         raise ProtocolError("empty response body", body)
+    cdef str reason
     try:
         return _loads(body)
     except _DECODE_ERRORS as exc:
-        raise ProtocolError("response body is not JSON: %s" % exc, _raw(body)) from None
+        reason = str(exc)
+    # numbers beyond a double (1e400, a 401-digit int): see queen_sync._json.loads_fallback
+    try:
+        return _loads_fallback(body)
+    except _FALLBACK_ERRORS:
+        raise ProtocolError("response body is not JSON: %s" % reason, _raw(body)) from None
 
 
 def decode_json(body):

@@ -59,9 +59,9 @@ EMPTY_POP_ERRORS = frozenset({"no_available_partition", "partition_not_found", "
 
 _UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
+#: Ack status strings → wire status (``True`` / ``False`` are handled apart: ``1`` / ``0`` /
+#: ``1.0`` hash like them and must not pass).
 _STATUS_ALIASES = {
-    True: "completed",
-    False: "failed",
     "completed": "completed",
     "success": "completed",
     "failed": "failed",
@@ -104,13 +104,17 @@ def normalize_status(status: Any) -> str:
     """Map an ack status to its wire string.
 
     ``True``/``"completed"``/``"success"`` → ``"completed"``; ``False``/``"failed"`` →
-    ``"failed"``; ``"retry"`` and ``"dlq"`` pass through. Anything else raises
-    :class:`InvalidInputError`.
+    ``"failed"``; ``"retry"`` and ``"dlq"`` pass through. Anything else (including ``1``,
+    ``0``, ``1.0``, which compare equal to the bools) raises :class:`InvalidInputError`.
     """
-    try:
-        return _STATUS_ALIASES[status]
-    except (KeyError, TypeError):
-        pass
+    if status is True:
+        return "completed"
+    if status is False:
+        return "failed"
+    if isinstance(status, str):
+        wire = _STATUS_ALIASES.get(status)
+        if wire is not None:
+            return wire
     raise InvalidInputError(
         "ack status must be True, False, 'completed', 'success', 'failed', 'retry' or 'dlq', got %r" % (status,)
     )
@@ -295,12 +299,17 @@ def build_tx_push_op(
     return {"type": "push", "items": build_push_items(queue, partition, items, id_source)}
 
 
-def build_tx_ack_op(message: Mapping[str, Any], status: Any, group: Optional[str]) -> Dict[str, Any]:
+def build_tx_ack_op(
+    message: Mapping[str, Any], status: Any, group: Optional[str], error: Optional[str] = None
+) -> Dict[str, Any]:
     """Build a transaction ack operation
-    ``{"type": "ack", "transactionId", "partitionId", "status", "consumerGroup"?, "leaseId"?}``.
+    ``{"type": "ack", "transactionId", "partitionId", "status", "consumerGroup"?, "leaseId"?,
+    "error"?}``.
 
     The message's ``leaseId`` is always carried when it has one, so the broker rejects the
-    whole commit if the lease has expired.
+    whole commit if the lease has expired. ``error`` (sent as ``str(error)`` when not None)
+    is the reason a ``failed`` / ``dlq`` ack records as the dead-letter row's
+    ``errorMessage`` (a broker writes ``"Unknown error"`` without it).
     """
     tx, pid = _ack_ids(message, "transaction ack")
     op = {"type": "ack", "transactionId": tx, "partitionId": pid, "status": normalize_status(status)}
@@ -309,6 +318,8 @@ def build_tx_ack_op(message: Mapping[str, Any], status: Any, group: Optional[str
     lease = message.get("leaseId")
     if lease:
         op["leaseId"] = lease
+    if error is not None:
+        op["error"] = str(error)
     return op
 
 
@@ -336,13 +347,22 @@ def encode_renew(seconds: Optional[int] = None) -> bytes:
 
 
 def decode_json(body: Any) -> Any:
-    """Parse a response body (bytes / str). Raises :class:`ProtocolError` on invalid JSON."""
+    """Parse a response body (bytes / str). Raises :class:`ProtocolError` on invalid JSON.
+
+    A body the fast parser refuses is given to ``_json.loads_fallback`` before it is
+    declared invalid: numbers beyond a double (``1e400``, a 401-digit integer) decode as
+    ``inf`` / exact ints instead of failing the whole reply.
+    """
     if not body:
         raise ProtocolError("empty response body", body)
     try:
         return _json.loads(body)
     except (_json.DecodeError, ValueError, TypeError) as exc:
-        raise ProtocolError("response body is not JSON: %s" % exc, body if isinstance(body, bytes) else None) from None
+        reason = str(exc)
+    try:
+        return _json.loads_fallback(body)
+    except (ValueError, TypeError, RecursionError):
+        raise ProtocolError("response body is not JSON: %s" % reason, body if isinstance(body, bytes) else None) from None
 
 
 def _refusal(doc: Mapping[str, Any], what: str) -> BrokerError:

@@ -37,7 +37,7 @@ from urllib.parse import quote
 from . import codec
 from ._validate import bool_arg as _bool_arg  # also imported from here by groups.py
 from ._validate import int_arg as _int_arg  # also imported from here by dlq.py
-from ._validate import is_iso_timestamp, utc_millis
+from ._validate import timestamp_arg
 from .builders import QUEUE_OPTION_DEFAULTS, validate_name
 from .errors import BrokerError, InvalidInputError, ProtocolError, QueenHTTPError, RouteNotFoundError
 
@@ -71,25 +71,20 @@ _MISSING_ROUTE_HINTS = {
 
 
 def iso_timestamp(name: str, value: Any) -> str:
-    """Check a timestamp argument and return it as the ISO-8601 text the broker takes.
+    """Check a timestamp argument and return it as the text the broker takes, always
+    ``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC (millisecond precision, truncated).
 
     Args:
         name: the argument name (for the error message).
-        value: a ``datetime`` (naive means UTC; sent with millisecond precision and ``Z``) or
-            an ISO-8601 string such as ``2026-11-30T06:21:21.749Z`` (sent unchanged).
+        value: a ``datetime`` (naive means UTC) or an ISO-8601 string such as
+            ``2026-11-30T06:21:21.749Z``, ``2026-11-30T07:21:21+01:00`` or ``2026-11-30``
+            (without an offset means UTC); see :func:`queen_sync._validate.parse_iso_timestamp`.
 
     Raises:
-        InvalidInputError: anything else, or a string that is not ISO-8601.
+        InvalidInputError: anything else, e.g. week dates (``2026-W01-1``) or basic forms
+            (``20260101T000000Z``), which a broker cannot read.
     """
-    if isinstance(value, _dt.datetime):
-        return utc_millis(value)
-    if not isinstance(value, str) or not value:
-        raise InvalidInputError("%s must be an ISO-8601 timestamp or a datetime, got %r" % (name, value))
-    if not is_iso_timestamp(value):
-        raise InvalidInputError(
-            "%s must be an ISO-8601 timestamp such as 2026-11-30T06:21:21.749Z, got %r" % (name, value)
-        )
-    return value
+    return timestamp_arg(name, value)
 
 
 def _str_arg(name: str, value: Any) -> str:

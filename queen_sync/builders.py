@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from . import codec
 from ._validate import bool_arg as _bool_arg
 from ._validate import int_arg as _int_arg
-from ._validate import is_iso_timestamp, utc_millis
-from .errors import BrokerError, InvalidInputError, TransactionError
+from ._validate import timestamp_arg
+from .errors import BrokerError, InvalidInputError, ProtocolError, TransactionError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Queen
@@ -154,17 +154,7 @@ def group_from_context(context: Optional[Mapping[str, Any]], allowed_extra: Tupl
 
 
 def _subscription_from(value: Any) -> str:
-    if isinstance(value, _dt.datetime):
-        return utc_millis(value)
-    if not isinstance(value, str) or not value:
-        raise InvalidInputError("subscription_from must be 'now', an ISO-8601 timestamp or a datetime, got %r" % (value,))
-    if value == "now":
-        return value
-    if not is_iso_timestamp(value):
-        raise InvalidInputError(
-            "subscription_from must be 'now' or an ISO-8601 timestamp such as 2026-11-30T06:21:21.749Z, got %r" % (value,)
-        )
-    return value
+    return timestamp_arg("subscription_from", value, allow_now=True)
 
 
 def _as_items(items: Any, what: str) -> List[Mapping[str, Any]]:
@@ -455,14 +445,31 @@ class QueueBuilder:
                 minted when absent) and ``traceId`` (a UUID string).
 
         Returns:
-            the broker's per-item results in input order, each ``{index, status: "queued" |
-            "duplicate", transaction_id, message_id, queueName, ...}``. ``push([])`` returns
-            ``[]`` without a request.
+            the broker's per-item results in input order (exactly one per item), each
+            ``{index, status, transaction_id, ...}`` where ``status`` is:
+
+            - ``"queued"``: stored (with ``message_id``, ``partition_id``, ``queueName``);
+            - ``"duplicate"``: that ``transactionId`` is already stored on the partition
+              (``message_id`` is the stored one's);
+            - ``"buffered"``: **accepted but not stored yet** — a broker in push
+              maintenance mode (or failing over on a database error) wrote it to its own
+              file buffer and stores it later (``{status, queue, partition,
+              transactionId}``); it is not visible to pop until then, and is lost if that
+              broker's disk is.
+
+            ``push([])`` returns ``[]`` without a request. With :meth:`buffer` the results
+            are this client's ``"pending"`` receipts instead (see there).
+
+        Payloads are sent as JSON: NaN and ±Infinity (which JSON cannot represent) are sent
+        as ``null``; numbers are not checked one by one.
 
         Raises:
             InvalidInputError: a bad item or a payload that is not JSON-serialisable.
             BrokerError: the broker refused the push, or an item came back ``failed``
                 (``.body`` holds the results).
+            ProtocolError: the reply does not hold one result per item (e.g. ``[]``): the
+                outcome is unknown; pushing the same items again (same ``transactionId`` s)
+                is safe.
 
         Wire: ``POST /api/v1/push`` ``{"items": [...]}`` (retried safely: ids are client-minted).
         """
@@ -478,6 +485,11 @@ class QueueBuilder:
             affinity_key="%s/%s" % (self._name, self._partition or "Default"),
         )
         results = codec.decode_push_result(resp.data)
+        if len(results) != len(lst):
+            raise ProtocolError(
+                "push reply has %d results for %d items; the outcome is unknown" % (len(results), len(lst)),
+                resp.data,
+            )
         failed = [r for r in results if r.get("status") == "failed"]
         if failed:
             raise BrokerError(
@@ -514,8 +526,10 @@ class QueueBuilder:
 
         ``push()`` then validates and encodes the items at once (bad input raises
         :class:`InvalidInputError`, nothing buffered) and returns one ``{index, status:
-        "buffered", transaction_id, queueName}`` per item. Delivery: :meth:`flush`,
-        ``Queen.flush_all_buffers()``, ``Queen.close()``; counters: ``Queen.get_buffer_stats()``.
+        "pending", transaction_id, queueName}`` per item: ``"pending"`` means held in this
+        client's buffer, not sent yet (unlike a broker's ``"buffered"``, see :meth:`push`).
+        Delivery: :meth:`flush`, ``Queen.flush_all_buffers()``, ``Queen.close()``; counters:
+        ``Queen.get_buffer_stats()``.
 
         Raises:
             InvalidInputError: a bad option value.
@@ -581,8 +595,12 @@ class QueueBuilder:
         return self._with(_sub_mode=mode)
 
     def subscription_from(self, start: Union[str, _dt.datetime]) -> "QueueBuilder":
-        """Where a new consumer group starts: ``"now"``, an ISO-8601 timestamp, or a datetime
-        (naive means UTC)."""
+        """Where a new consumer group starts: ``"now"``, an ISO-8601 timestamp such as
+        ``2026-11-30T06:21:21.749Z`` / ``2026-11-30T07:21:21+01:00`` / ``2026-11-30`` (no
+        offset means UTC), or a datetime (naive means UTC). Timestamps are sent as
+        ``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC; forms a broker cannot read (week dates
+        ``2026-W01-1``, basic ``20260101T000000Z``) raise :class:`InvalidInputError`
+        (a 0.15 broker would silently read them as "all history")."""
         return self._with(_sub_from=_subscription_from(start))
 
     def auto_ack(self, enabled: bool = True) -> "QueueBuilder":
@@ -808,16 +826,25 @@ class TransactionBuilder:
                 ``"dlq"`` (both go straight to the dead-letter queue inside a transaction).
                 ``"retry"`` is refused (a 0.15 broker rejects it in transactions).
             context: ``{"consumer_group": g}`` or ``{"group": g}``; default: the message's
-                own ``consumerGroup`` (queue mode for ``__QUEUE_MODE__``).
+                own ``consumerGroup`` (queue mode for ``__QUEUE_MODE__``). ``{"error": text}``
+                is the reason a ``failed`` / ``dlq`` ack records as the dead-letter row's
+                ``errorMessage`` (without it the broker writes ``"Unknown error"``).
+
+        Raises:
+            InvalidInputError: a bad message, status or context (nothing added).
+
+        Wire: each message becomes ``{"type": "ack", transactionId, partitionId, status,
+        consumerGroup?, leaseId?, error?}`` in the commit body.
         """
         st = codec.normalize_status(status)
         if st == "retry":
             raise InvalidInputError("status 'retry' is not accepted inside a transaction by a Queen 0.15 broker")
-        group, _ = group_from_context(context)
+        group, extra = group_from_context(context, ("error",))
+        error = extra.get("error")
         lst = _as_items(messages, "transaction ack()")
         if not lst:
             raise InvalidInputError("transaction ack() needs at least one message")
-        ops = [codec.build_tx_ack_op(m, st, resolve_group(m, group)) for m in lst]
+        ops = [codec.build_tx_ack_op(m, st, resolve_group(m, group), error) for m in lst]
         for op in ops:
             self._add(op)
         return self

@@ -108,7 +108,10 @@ def seek(
         InvalidInputError: neither or both of ``to_end`` / ``timestamp``.
 
     Wire: ``POST /api/v1/consumer-groups/{group}/queues/{queue}/seek`` ``{"toEnd": true}`` or
-    ``{"timestamp": ts}``.
+    ``{"timestamp": ts}``. A timestamp seek is idempotent and retried like a read; a seek to
+    the end is not (a resend after a lost reply would also skip messages pushed in
+    between), so it is retried only when it was not sent (or refused with 429 / 503), else
+    a lost reply raises :class:`~queen_sync.errors.QueenConnectionError`.
     """
     validate_name("consumer group", group)
     validate_name("queue", queue)
@@ -122,7 +125,7 @@ def seek(
         "/api/v1/consumer-groups/%s/queues/%s/seek" % (group, queue),
         body=body,
         what="seek of consumer group %r on queue %r" % (group, queue),
-        idempotent=True,
+        idempotent=not to_end,  # to end: RETRY_IF_UNSENT (see transport.py)
     )
 
 
@@ -134,7 +137,8 @@ def seek_partition_to_end(client: "Queen", group: str, queue: str, partition: st
 
     Wire: ``POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek``
     (no body is read; ``{}`` is sent). Not in the 0.15 captures; a broker without the route
-    raises RouteNotFoundError.
+    raises RouteNotFoundError. Not resent after a lost reply (a resend would also skip
+    messages pushed in between): that raises :class:`~queen_sync.errors.QueenConnectionError`.
     """
     validate_name("consumer group", group)
     validate_name("queue", queue)
@@ -144,5 +148,5 @@ def seek_partition_to_end(client: "Queen", group: str, queue: str, partition: st
         "POST",
         "/api/v1/consumer-groups/%s/queues/%s/partitions/%s/seek" % (group, queue, partition),
         what="seek of consumer group %r on %s/%s" % (group, queue, partition),
-        idempotent=True,
+        idempotent=False,  # to end: RETRY_IF_UNSENT (see transport.py)
     )

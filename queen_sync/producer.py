@@ -19,8 +19,13 @@ Each ``(queue, partition)`` gets one :class:`PushBuffer` with its own background
   :class:`BufferFullError`; nothing is dropped silently. A batch that fails (after the
   transport's own retries) is resent, in order, with capped backoff, until it is
   delivered or the buffer is closed. Items the broker answers ``duplicate`` count as
-  delivered; items it answers ``failed`` are resent with the batch (up to
-  ``FAILED_ITEM_ROUNDS`` times), then logged at ERROR and counted in ``failed``.
+  delivered, and so do items a broker answers ``buffered`` (accepted into that broker's
+  file buffer in push maintenance mode; it stores them later, they are not resent); items
+  it answers ``failed`` are resent with the batch (up to ``FAILED_ITEM_ROUNDS`` times),
+  then logged at ERROR and counted in ``failed``. A reply that does not hold one result
+  per item is treated like a failed send: the whole batch is resent (same ids).
+- **Receipts.** A buffered ``push`` returns ``status: "pending"`` per item: held in this
+  client's buffer, not sent yet.
 - **Close.** :meth:`BufferManager.close` stops new pushes (:class:`ClientClosedError`),
   flushes for at most the given timeout, and returns the number of messages it could not
   confirm (also logged at ERROR and kept in ``unsent_on_close``).
@@ -47,7 +52,7 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import codec
 from ._validate import int_arg
-from .errors import BufferFullError, ClientClosedError, InvalidInputError, QueenError
+from .errors import BufferFullError, ClientClosedError, InvalidInputError, ProtocolError, QueenError
 from .transport import RETRY_ALWAYS, Backoff, ExponentialBackoff, Transport
 
 __all__ = ["BufferOptions", "PushBuffer", "BufferManager", "FAILED_ITEM_ROUNDS", "DEFAULT_CLOSE_TIMEOUT_MILLIS"]
@@ -133,7 +138,7 @@ class PushBuffer:
         self._in_flight = 0  # messages of the batch being sent
         self._enqueued = 0  # messages ever accepted (sequence)
         self._taken = 0  # messages ever taken into a batch
-        self._done = 0  # messages ever delivered (queued / duplicate) or given up as failed
+        self._done = 0  # messages ever delivered (queued / duplicate / buffered) or given up as failed
         self._flush_upto = 0  # send regardless of thresholds until _taken reaches this
         self._closed = False
         self._thread: Optional[threading.Thread] = None
@@ -334,6 +339,10 @@ class PushBuffer:
                     "POST", "/api/v1/push", body=body, retry=RETRY_ALWAYS, affinity_key=self._affinity
                 )
                 results = codec.decode_push_result(resp.data)
+                if len(results) != count:  # outcome unknown: resend the batch (same ids)
+                    raise ProtocolError(
+                        "push reply has %d results for %d items" % (len(results), count), resp.data
+                    )
             except ClientClosedError:
                 return False
             except QueenError as exc:
@@ -361,12 +370,11 @@ class PushBuffer:
                     return False
                 failures += 1
                 continue
+            # queued / duplicate / buffered (a broker's file buffer, stored later) = delivered
             for i, r in enumerate(results):
                 st = r.get("status")
                 if statuses.get(i) in (None, "failed"):
                     statuses[i] = st if isinstance(st, str) else "failed"
-            if len(results) != count:
-                log.error("push reply to %s has %d results for %d items", self._affinity, len(results), count)
             failed = [i for i in range(count) if statuses.get(i, "failed") == "failed"]
             if failed and item_rounds < FAILED_ITEM_ROUNDS and not self._stop.is_set():
                 item_rounds += 1
@@ -406,7 +414,7 @@ class PushBuffer:
 
         Returns:
             ``{queue, partition, unsent (waiting + in flight), waiting, in_flight, pushed,
-            delivered (queued + duplicate), duplicates, failed (refused items given up),
+            delivered (queued + duplicate + broker-buffered), duplicates, failed (refused items given up),
             batches, retries (failed batch sends), full_timeouts (BufferFullError raised),
             last_error (str or None), oldest_age_millis, closed, options}``.
         """
@@ -525,7 +533,8 @@ class BufferManager:
         """Validate, encode and buffer items (all or none).
 
         Returns:
-            one ``{index, status: "buffered", transaction_id, queueName}`` per item.
+            one ``{index, status: "pending", transaction_id, queueName}`` per item
+            (``"pending"``: held in this client's buffer, not sent yet).
 
         Raises:
             InvalidInputError: a bad item or payload (nothing buffered), or more items than
@@ -551,7 +560,7 @@ class BufferManager:
             wire_all.extend(wire)
         self.buffer_for(queue, partition, options).add(fragments)
         return [
-            {"index": i, "status": "buffered", "transaction_id": w["transactionId"], "queueName": queue}
+            {"index": i, "status": "pending", "transaction_id": w["transactionId"], "queueName": queue}
             for i, w in enumerate(wire_all)
         ]
 

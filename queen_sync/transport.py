@@ -17,8 +17,8 @@ Retries (urllib3's own retries are off; :meth:`Transport.request` runs its own l
 
     ==========================  =========  ==============  ===============  ================
     failure                     push, GET  pop (``GET      ack, ack/batch,  4xx (not 429)
-                                reads,     /pop``)         transaction
-                                configure,
+                                reads,     /pop``)         transaction,
+                                configure,                 seek to end
                                 delete,
                                 lease extend
     ==========================  =========  ==============  ===============  ================
@@ -124,7 +124,7 @@ RETRY_ALWAYS = "always"
 #: Retry policy of pop: retried before sending and after a refusal reply (5xx but 504, 429),
 #: never after a lost reply.
 RETRY_IF_ANSWERED = "answered"
-#: Retry policy of ack / transaction: retried only before sending or after 429 / 503.
+#: Retry policy of ack / transaction / seek to end: retried only before sending or after 429 / 503.
 RETRY_IF_UNSENT = "unsent"
 _POLICIES = (RETRY_ALWAYS, RETRY_IF_ANSWERED, RETRY_IF_UNSENT)
 

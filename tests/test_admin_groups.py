@@ -101,7 +101,7 @@ def test_update_subscription_timestamp(client: Queen, qname: str, unique_name: A
     res = client.update_consumer_group_timestamp(group, dt.datetime(2001, 2, 3, 4, 5, 6, 789000))
     assert res["success"] is True and res["consumerGroup"] == group
     assert res["newTimestamp"] == "2001-02-03T04:05:06.789Z" and isinstance(res["rowsUpdated"], int)
-    res = client.admin.update_consumer_group_timestamp(group, "2001-02-03T04:05:06Z")
-    assert res["newTimestamp"] == "2001-02-03T04:05:06Z"
+    res = client.admin.update_consumer_group_timestamp(group, "2001-02-03T05:05:06+01:00")
+    assert res["newTimestamp"] == "2001-02-03T04:05:06.000Z"  # sent normalised to UTC
     # an existing cursor is not moved by the subscription timestamp
     assert _drain(client, qname, group) == []

@@ -220,7 +220,7 @@ def test_normalize_status(backend: types.ModuleType, status: Any, wire: str) -> 
     assert backend.normalize_status(status) == wire
 
 
-@pytest.mark.parametrize("status", ["ok", "COMPLETED", None, [], {}, 2, "pending"])
+@pytest.mark.parametrize("status", ["ok", "COMPLETED", None, [], {}, 2, "pending", 1, 0, 1.0, 0.0, -0.0, 1 + 0j])
 def test_normalize_status_rejects(backend: types.ModuleType, status: Any) -> None:
     with pytest.raises(InvalidInputError):
         backend.normalize_status(status)
@@ -336,13 +336,20 @@ def test_build_push_items_rejects_non_sequence(backend: types.ModuleType) -> Non
 @pytest.mark.parametrize(
     "payload",
     [object(), {1, 2}, {"k": b"bytes"}, "\ud800"]
-    # orjson refuses non-str keys (stdlib json turns them into strings) and the stdlib refuses
-    # NaN / infinity (orjson writes null)
-    + ([{1: "int key"}] if _json.BACKEND == "orjson" else [float("nan"), float("inf")]),
+    # orjson refuses non-str keys (stdlib json turns them into strings)
+    + ([{1: "int key"}] if _json.BACKEND == "orjson" else []),
 )
 def test_encode_push_rejects_unserialisable_payload(backend: types.ModuleType, payload: Any) -> None:
     with pytest.raises(InvalidInputError):
         backend.encode_push("q", None, [{"data": payload}], counter_ids())
+
+
+def test_non_finite_floats_are_sent_as_null(backend: types.ModuleType) -> None:
+    """JSON has no NaN / Infinity: both backends (orjson or stdlib) write ``null``."""
+    nan, inf = float("nan"), float("inf")
+    body, _ = backend.encode_push("q", None, [{"data": {"a": nan, "b": [inf, -inf, 1.5]}, "transactionId": "t"}])
+    assert body == b'{"items":[{"queue":"q","payload":{"a":null,"b":[null,null,1.5]},"transactionId":"t"}]}'
+    assert backend.encode_json(nan) == b"null"
 
 
 def test_encode_json(backend: types.ModuleType) -> None:
@@ -483,6 +490,12 @@ def test_transaction_matches_capture(backend: types.ModuleType) -> None:
     )
     assert backend.build_tx_ack_op(_msg(leaseId=None), False, None) == {
         "type": "ack", "transactionId": TX, "partitionId": PID, "status": "failed"}
+    # an error text is carried for the dead-letter row (last key, as in encode_ack)
+    assert backend.build_tx_ack_op(_msg(), "dlq", "g", "bad invoice") == {
+        "type": "ack", "transactionId": TX, "partitionId": PID, "status": "dlq", "consumerGroup": "g",
+        "leaseId": LEASE, "error": "bad invoice"}
+    assert backend.build_tx_ack_op(_msg(leaseId=None), "failed", None, error=404)["error"] == "404"
+    assert "error" not in backend.build_tx_ack_op(_msg(), "failed", None, error=None)
     assert backend.encode_transaction((ack,)) == backend.encode_transaction([ack])
     with pytest.raises(InvalidInputError):
         backend.encode_transaction([])
@@ -574,6 +587,79 @@ def test_decode_pop_refusals(backend: types.ModuleType, body: bytes) -> None:
 def test_decode_pop_malformed(backend: types.ModuleType, body: Any) -> None:
     with pytest.raises(ProtocolError):
         backend.decode_pop(body)
+
+
+# POP_OK with a payload holding numbers beyond a double, as a broker with a JSONB payload sends it
+BIG_INT = "1" + "0" * 400
+POP_BIG = POP_OK.replace(b'"data":{"i":0}', b'"data":{"i":0,"big":%s,"huge":1e400,"tiny":-1E+400}' % BIG_INT.encode())
+
+
+def test_decode_pop_numbers_beyond_double(backend: types.ModuleType) -> None:
+    """orjson refuses ``1e400`` and a 401-digit int; the stdlib fallback decodes them (exact
+    int, ``inf``) instead of failing the whole pop forever."""
+    if _json.BACKEND == "orjson":  # the fast parser refuses it: the fallback is what decodes it
+        with pytest.raises(ValueError):
+            _json.loads(POP_BIG)
+    msgs = backend.decode_pop(POP_BIG)
+    assert len(msgs) == 1
+    data = msgs[0]["data"]
+    assert data["i"] == 0 and data["big"] == int(BIG_INT) and type(data["big"]) is int
+    assert data["huge"] == float("inf") and data["tiny"] == float("-inf")
+    assert {k: v for k, v in msgs[0].items() if k != "data"} == {k: v for k, v in _msg().items() if k != "data"}
+    assert backend.decode_pop(POP_BIG.decode()) == msgs
+    assert backend.decode_json(b"[1e400, %s]" % (b"9" * 5000)) == [float("inf"), float("inf")]  # past int digit limit
+    # the fallback is no licence for non-JSON: NaN literals, UTF-16, trailing junk still refused
+    for bad in (b'{"messages":[],"x":NaN}', b"[Infinity]", "[1]".encode("utf-16"), POP_BIG + b"x", b"[1e400"):
+        with pytest.raises(ProtocolError):
+            backend.decode_pop(bad)
+
+
+@pytest.fixture
+def stdlib_json(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A fresh copy of ``queen_sync._json`` imported with orjson hidden (the interpreters
+    without orjson: PyPy, free-threaded builds)."""
+    import importlib.util
+
+    monkeypatch.setitem(sys.modules, "orjson", None)  # import orjson -> ImportError
+    spec = importlib.util.spec_from_file_location("_queen_sync_json_stdlib", _json.__file__)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.BACKEND == "json"
+    return mod
+
+
+def test_stdlib_json_writes_non_finite_floats_as_null(stdlib_json: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    nan, inf = float("nan"), float("inf")
+    value = {"a": nan, "b": [inf, (-inf, 2.5)], "c": {"d": [nan]}, "e": "é", "f": None}
+    expected = b'{"a":null,"b":[null,[null,2.5]],"c":{"d":[null]},"e":"\xc3\xa9","f":null}'
+    assert stdlib_json.dumps(value) == expected
+    if _json.BACKEND == "orjson":
+        assert _json.dumps(value) == expected  # same bytes as orjson
+    assert stdlib_json.dumps(nan) == b"null"
+    assert stdlib_json.dumps({"x": 1.5}) == b'{"x":1.5}'
+    loop: list = [nan]
+    loop.append(loop)
+    with pytest.raises(ValueError):  # a cycle is still refused, not looped on
+        stdlib_json.dumps(loop)
+    # through the pure codec, as on an interpreter without orjson
+    monkeypatch.setattr(_pycodec, "_json", stdlib_json)
+    body, _ = _pycodec.encode_push("q", None, [{"data": [nan, 1], "transactionId": "t"}])
+    assert body == b'{"items":[{"queue":"q","payload":[null,1],"transactionId":"t"}]}'
+    with pytest.raises(InvalidInputError):
+        _pycodec.encode_json({"a": object()})
+
+
+def test_stdlib_json_decodes_like_orjson(stdlib_json: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert stdlib_json.loads(POP_OK) == _json.loads(POP_OK)
+    assert stdlib_json.loads(bytearray(b"[1]")) == [1]
+    for bad in (b"NaN", b"[-Infinity]", "[1]".encode("utf-16"), b"\xff", b"[1] x"):
+        with pytest.raises(ValueError):
+            stdlib_json.loads(bad)
+    monkeypatch.setattr(_pycodec, "_json", stdlib_json)
+    assert _pycodec.decode_pop(POP_BIG)[0]["data"]["big"] == int(BIG_INT)  # via the fallback
+    with pytest.raises(ProtocolError):
+        _pycodec.decode_pop(b'{"messages":[NaN]}')
 
 
 def test_decode_lists(backend: types.ModuleType) -> None:

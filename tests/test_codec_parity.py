@@ -188,6 +188,8 @@ def test_valid_ack_bodies_identical(messages: Any, status: Any, group: Any, erro
     assert same("encode_ack_batch", messages, status, group, error)[0] == "ok"
     kind, op = same("build_tx_ack_op", messages[0], status, group)
     assert kind == "ok"
+    kind, op_err = same("build_tx_ack_op", messages[0], status, group, error)
+    assert kind == "ok" and (("error" in op_err) == (error is not None))
     assert same("encode_transaction", [op])[0] == "ok"
 
 
@@ -232,7 +234,7 @@ dict_messages = st.fixed_dictionaries(
 messages = st.one_of(dict_messages, dict_messages, dict_messages, dict_messages, dict_messages, st.none(), text)
 statuses = st.one_of(
     st.sampled_from(GOOD_STATUSES), st.sampled_from(GOOD_STATUSES), st.sampled_from(GOOD_STATUSES),
-    st.sampled_from(["nope", None, 0, 1, 2.0]), st.lists(st.integers(), max_size=1),
+    st.sampled_from(["nope", None, 0, 1, 2.0, 1.0, 0.0, -0.0]), st.lists(st.integers(), max_size=1),
 )
 groups = st.one_of(st.none(), st.text(max_size=10), st.text(max_size=10), st.integers())
 errors = st.one_of(st.none(), st.none(), text, st.integers(), st.builds(object))
@@ -243,6 +245,7 @@ errors = st.one_of(st.none(), st.none(), text, st.integers(), st.builds(object))
 def test_ack_bodies_identical(message: Any, status: Any, group: Any, error: Any) -> None:
     same("encode_ack", message, status, group, error)
     same("build_tx_ack_op", message, status, group)
+    same("build_tx_ack_op", message, status, group, error)
     same("normalize_status", status)
 
 
@@ -257,7 +260,7 @@ def test_ack_batch_bodies_identical(batch: Any, status: Any, group: Any, error: 
     ops=st.lists(
         st.one_of(
             st.tuples(st.just("push"), queues, partitions, st.lists(push_item(), min_size=0, max_size=4)),
-            st.tuples(st.just("ack"), messages, statuses, groups),
+            st.tuples(st.just("ack"), messages, statuses, groups, errors),
             st.tuples(st.just("raw"), json_values),
         ),
         max_size=5,
@@ -376,6 +379,42 @@ def test_garbage_bodies_identical(junk: Any) -> None:
     for name in ("decode_json", "decode_pop", "decode_push_result", "decode_ack_result", "decode_renew_result",
                  "decode_transaction_result"):
         same(name, junk)
+
+
+def test_status_lookalikes_refused_alike() -> None:
+    """1 / 0 / 1.0 hash like True / False: neither backend may take them for a status."""
+    from queen_sync.errors import InvalidInputError
+
+    for status in (1, 0, 1.0, 0.0, -0.0, True, False, "completed", "success", "failed", "retry", "dlq"):
+        kind, value = same("normalize_status", status)
+        if isinstance(status, bool) or isinstance(status, str):
+            assert kind == "ok"
+        else:
+            assert (kind, value) == ("raised", InvalidInputError)
+
+
+#: JSON number literals orjson refuses (beyond a double; past the int digit limit), mixed with
+#: ordinary values, as raw JSON text
+big_literals = st.one_of(
+    st.integers(min_value=10**310, max_value=10**700).map(str),
+    st.sampled_from(["1e400", "-1e400", "1E+999", "-" + "9" * 5000]),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1).map(str),
+    safe_text.map(lambda t: _json.dumps(t).decode("utf-8")),
+)
+
+
+@SETTINGS
+@given(literals=st.lists(big_literals, min_size=1, max_size=4), cut=st.integers(min_value=0, max_value=300))
+def test_big_number_pop_decode_identical(literals: Any, cut: int) -> None:
+    """Pop replies whose payloads hold numbers orjson cannot parse: both backends fall back
+    alike (equal values), and cut bodies fail alike."""
+    data = ("[" + ",".join(literals) + "]").encode("utf-8")
+    body = b'{"success":true,"messages":[{"id":"a","transactionId":"t","partitionId":"p","data":%s}]}' % data
+    for variant in (body, body[:cut], body.decode("utf-8")):
+        same("decode_pop", variant)
+        same("decode_json", variant)
+    kind, msgs = same("decode_pop", body)
+    assert kind == "ok" and len(msgs[0]["data"]) == len(literals)
 
 
 def test_decode_pop_does_not_copy_messages() -> None:

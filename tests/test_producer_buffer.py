@@ -83,10 +83,11 @@ def test_bad_input_raises_at_push_time(embedded_broker: Any, q: Queen) -> None:
     assert embedded_broker.request_count("POST", "/api/v1/push") == 0
 
 
-def test_push_returns_buffered_results_with_transaction_ids(embedded_broker: Any, q: Queen) -> None:
+def test_push_returns_pending_results_with_transaction_ids(embedded_broker: Any, q: Queen) -> None:
     qb = q.queue("ids").partition("p").buffer(5, 600000)
     got = qb.push([{"data": "a"}, {"data": "b", "transactionId": "my-own-id"}])
-    assert [r["status"] for r in got] == ["buffered", "buffered"]
+    # "pending" (held in this client), never a broker's "buffered" (accepted by the broker)
+    assert [r["status"] for r in got] == ["pending", "pending"]
     assert got[1]["transaction_id"] == "my-own-id"
     assert q.flush_all_buffers(5000) == 0
     stored = embedded_broker.messages("ids")
