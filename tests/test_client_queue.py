@@ -68,6 +68,14 @@ def test_bad_names_rejected(embedded_broker: Any, bad: Any) -> None:
     assert embedded_broker.request_count() == 0
 
 
+@pytest.mark.parametrize("dots", [".", ".."])
+def test_dot_names_get_their_own_message(dots: str) -> None:
+    with Queen("http://127.0.0.1:9") as q:
+        with pytest.raises(InvalidInputError, match="'.' and '..' are not valid names") as ei:
+            q.queue("ok").partition(dots)
+    assert "use only" not in str(ei.value)
+
+
 class _NotJson:
     pass
 
@@ -151,10 +159,10 @@ def test_push_payload_rules_and_trace(client: Queen, qname: str) -> None:
     trace = str(uuid.uuid4())
     tx = str(uuid.uuid4())
     client.queue(qname).partition("p").push(
-        [{"data": "text"}, {"payload": [1, 2]}, {"k": "whole"}, {"data": None, "transactionId": tx, "traceId": trace}]
+        [{"data": "text"}, {"payload": [1, 2]}, {"data": {"k": "v"}}, {"data": None, "transactionId": tx, "traceId": trace}]
     )
     got = client.queue(qname).partition("p").batch(10).wait(True).timeout_millis(5000).pop()
-    assert [m["data"] for m in got] == ["text", [1, 2], {"k": "whole"}, None]
+    assert [m["data"] for m in got] == ["text", [1, 2], {"k": "v"}, None]
     assert got[3]["transactionId"] == tx and got[3]["traceId"] == trace
 
 

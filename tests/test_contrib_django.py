@@ -166,6 +166,49 @@ def test_example_view_pushes_from_the_request(client: Queen, qname: str) -> None
     ]
 
 
+@pytest.mark.parametrize(
+    "body, error",
+    [
+        ({"customer": "Acme Corp"}, "partition name 'Acme Corp'"),  # not a routable name
+        ({"customer": ".."}, "not valid names"),
+        ([{"customer": "acme"}], "JSON object"),  # an array body
+        (None, "JSON object"),  # JSON null
+        ({"customer": ["acme"]}, "customer must be"),
+    ],
+)
+def test_example_view_answers_400_for_bad_input(client: Queen, qname: str, body: Any, error: str) -> None:
+    with override_settings(ORDERS_QUEUE=qname):
+        r = Client().post("/orders/", data=json.dumps(body), content_type="application/json")
+        assert r.status_code == 400, r.content
+        assert error in r.json()["error"], r.json()
+        r = Client().post("/orders/", data=b"", content_type="application/json")  # no body
+        assert r.status_code == 400 and "JSON object" in r.json()["error"]
+    assert pop_all(client, qname) == []
+
+
+def test_example_view_answers_503_when_the_broker_is_unreachable() -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now: connection refused
+    with override_settings(QUEEN={"URL": "http://127.0.0.1:%d" % port, "RETRY_ATTEMPTS": 1,
+                                  "RETRY_DELAY_MILLIS": 10, "TIMEOUT_MILLIS": 2000}):
+        r = Client().post("/orders/", data=json.dumps({"customer": "acme"}), content_type="application/json")
+    assert r.status_code == 503, r.content
+    assert r.json()["error"].startswith("queue unavailable: ")
+
+
+def test_example_view_keeps_the_queue_config(client: Queen, qname: str) -> None:
+    client.queue(qname).config({"leaseTime": 77}).create()
+    with override_settings(ORDERS_QUEUE=qname):
+        r = Client().post("/orders/", data=json.dumps({"customer": "acme"}), content_type="application/json")
+    assert r.status_code == 201, r.content
+    assert client.admin.get_queue_detail(qname)["queue"]["config"]["leaseTime"] == 77
+    assert len(pop_all(client, qname)) == 1
+
+
 # ------------------------------------------------------------------ queen_consume
 
 

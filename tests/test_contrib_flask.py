@@ -45,17 +45,23 @@ def make_app(ext: Optional[FlaskQueen] = None, **config: Any) -> flask.Flask:
     return app
 
 
-@pytest.fixture
-def example(monkeypatch: pytest.MonkeyPatch, broker_url: str, qname: str) -> Iterator[Any]:
-    """The example module, loaded fresh (its app pushes to ``qname``)."""
+def load_example(monkeypatch: pytest.MonkeyPatch, broker_url: str, queue: str) -> Any:
+    """Import the example module afresh (its app pushes to ``queue``)."""
     monkeypatch.setenv("QUEEN_URL", broker_url)
-    monkeypatch.setenv("ORDERS_QUEUE", qname)
+    monkeypatch.setenv("ORDERS_QUEUE", queue)
     monkeypatch.setenv("ORDERS_FLUSH_MILLIS", "600000")  # only explicit flushes / close send
     name = "flask_example_%s" % uuid.uuid4().hex[:8]
     spec = importlib.util.spec_from_file_location(name, EXAMPLE)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def example(monkeypatch: pytest.MonkeyPatch, broker_url: str, qname: str) -> Iterator[Any]:
+    """The example module, loaded fresh (its app pushes to ``qname``)."""
+    mod = load_example(monkeypatch, broker_url, qname)
     try:
         yield mod
     finally:
@@ -86,11 +92,45 @@ def test_example_view_pushes_from_the_request(example: Any, client: Queen, qname
     assert sorted(m["data"]["orderId"] for m in pop_all(client, qname)) == ["b-%d" % i for i in range(5)]
 
 
-def test_example_view_accepts_a_body_that_is_not_json(example: Any) -> None:
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"json": {"customer": "Acme Corp"}}, "partition name 'Acme Corp'"),  # not a routable name
+        ({"json": {"customer": "."}}, "not valid names"),
+        ({"json": [{"customer": "acme"}]}, "JSON object"),  # an array body
+        ({"json": "acme"}, "JSON object"),
+        ({"data": "not json", "content_type": "text/plain"}, "JSON object"),
+        ({"data": "{nope", "content_type": "application/json"}, "JSON object"),
+        ({}, "JSON object"),  # no body at all
+        ({"json": {"customer": {"name": "acme"}}}, "customer must be"),
+        ({"json": {"id": ["o-1"], "customer": "acme"}}, "id must be"),
+    ],
+)
+def test_example_view_answers_400_for_bad_input(example: Any, kwargs: Dict[str, Any], error: str) -> None:
     web = example.app.test_client()
-    r = web.post("/orders", data="not json", content_type="text/plain")
-    assert r.status_code == 202  # an empty order is still an order (id generated)
-    assert example.queen_ext.close_all(5000) == 0
+    r = web.post("/orders?confirm=1", **kwargs)
+    assert r.status_code == 400, r.get_data(as_text=True)
+    assert r.is_json and error in r.get_json()["error"], r.get_json()
+    assert example.queen_ext.get_buffer_stats()["totalBufferedMessages"] == 0  # nothing pushed
+
+
+def test_example_start_up_keeps_an_existing_queue_config(monkeypatch: pytest.MonkeyPatch, broker_url: str,
+                                                         client: Queen, qname: str, unique_name: Any) -> None:
+    client.queue(qname).config({"leaseTime": 77, "retryLimit": 9}).create()
+    mod = load_example(monkeypatch, broker_url, qname)  # the module builds its app at import
+    fresh = unique_name("fresh")
+    try:
+        # with ORDERS_QUEUE_OPTIONS the queue is created only when missing
+        mod.create_app({"ORDERS_QUEUE": qname, "ORDERS_QUEUE_OPTIONS": {"leaseTime": 120}})
+        mod.create_app({"ORDERS_QUEUE": fresh, "ORDERS_QUEUE_OPTIONS": {"leaseTime": 120}})
+        r = mod.app.test_client().post("/orders?confirm=1", json={"id": "o-1", "customer": "acme"})
+        assert r.status_code == 201, r.get_data(as_text=True)
+        cfg = client.admin.get_queue_detail(qname)["queue"]["config"]
+        assert (cfg["leaseTime"], cfg["retryLimit"]) == (77, 9)
+        assert client.admin.get_queue_detail(fresh)["queue"]["config"]["leaseTime"] == 120
+    finally:
+        mod.queen_ext.close_all()
+        client.queue(fresh).delete()
 
 
 # ------------------------------------------------------------------ extension / proxy

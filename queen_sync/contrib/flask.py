@@ -1,6 +1,7 @@
 """Flask integration: one shared :class:`~queen_sync.Queen` client per process.
 
-Install with ``pip install queen-sync[flask]``. ::
+Install with ``pip install '.[flask]'`` from a checkout (``pip install 'queen-sync[flask]'``
+once published on an index). ::
 
     from flask import Flask
     from queen_sync.contrib.flask import Queen, queen

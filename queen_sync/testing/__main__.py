@@ -18,9 +18,17 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=6632, help="TCP port (default 6632; 0 = any free port)")
     ap.add_argument("-v", "--verbose", action="store_true", help="log every request")
     opts = ap.parse_args(argv)
+    if not 0 <= opts.port <= 65535:
+        print("error: --port %d is out of range (0-65535)" % opts.port, file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.DEBUG if opts.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    broker = EmbeddedBroker(host=opts.host, port=opts.port).start()
+    try:
+        broker = EmbeddedBroker(host=opts.host, port=opts.port).start()
+    except (OSError, OverflowError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        print("error: cannot listen on %s:%d: %s" % (opts.host, opts.port, reason), file=sys.stderr)
+        return 2
     print("Queen-compatible embedded broker listening on %s (Ctrl-C to stop)" % broker.url, flush=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

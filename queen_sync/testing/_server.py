@@ -59,6 +59,16 @@ def _date_header() -> bytes:
     return _date_cache[1]  # type: ignore[return-value]
 
 
+def _undelivered_lease(method: str, path: str, status: int, reply: Any) -> Optional[str]:
+    """The lease id of a pop reply that hands out messages under a lease, else None."""
+    if method != "GET" or status != 200 or not path.startswith("/api/v1/pop/"):
+        return None
+    if not isinstance(reply, dict) or not reply.get("messages"):
+        return None
+    lease_id = reply.get("leaseId")
+    return lease_id if isinstance(lease_id, str) and lease_id else None
+
+
 class Router(object):
     """Maps (method, path, query, body) to ``(status, body)`` using a :class:`BrokerState`."""
 
@@ -319,13 +329,24 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(reply, _Raw):
             self._write(status, reply.body, reply.content_type)
-        else:
-            self._write(status, dumps(reply), "application/json",
-                        b"Connection: close\r\n" if status == 204 else b"")
-            if status == 204:
-                self.close_connection = True
+            return
+        lease_id = _undelivered_lease(method, path, status, reply)
+        if lease_id is not None and self._disconnected():
+            # The caller hung up while its pop was being served: give the lease back rather
+            # than leave the messages locked for leaseTime on a dead connection.
+            logger.debug("pop caller gone; releasing lease %s", lease_id)
+            broker.state.release_lease(lease_id)
+            self.close_connection = True
+            return
+        written = self._write(status, dumps(reply), "application/json",
+                              b"Connection: close\r\n" if status == 204 else b"")
+        if not written and lease_id is not None:
+            broker.state.release_lease(lease_id)
+        if status == 204:
+            self.close_connection = True
 
-    def _write(self, status: int, body: bytes, ctype: Optional[str], extra: bytes = b"") -> None:
+    def _write(self, status: int, body: bytes, ctype: Optional[str], extra: bytes = b"") -> bool:
+        """Send one response; False (and the connection is closed) when the socket failed."""
         head = b"HTTP/1.1 %d %s\r\n" % (status, _STATUS_TEXT.get(status, "Status").encode())
         if ctype is not None:
             head += b"Content-Type: " + ctype.encode() + b"\r\n" + _CORS
@@ -337,6 +358,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(head + body)
         except OSError:
             self.close_connection = True
+            return False
+        return True
 
     def _drop(self) -> None:
         self.close_connection = True

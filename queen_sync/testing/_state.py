@@ -393,6 +393,10 @@ class BrokerState(object):
         deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
         with self.lock:
             while True:
+                # A caller that already hung up must not be handed (and leased) anything: the
+                # real broker cancels the parked pop job when its connection closes.
+                if disconnected is not None and disconnected():
+                    break
                 body, next_expiry = self._try_pop(queue, partition, group, batch, nparts, auto_ack,
                                                   sub_mode, sub_from)
                 if not wait or body.get("messages"):
@@ -406,13 +410,33 @@ class BrokerState(object):
                     remaining = min(remaining, max(0.001, (next_expiry - now_us()) / 1e6 + 0.002))
                 if disconnected is not None:
                     remaining = min(remaining, 1.0)
-                    if disconnected():
-                        break
                 self._cond(queue).wait(remaining)
                 if self.pop_maintenance:
                     return 204, {"messages": [], "paused": True}
         return 200, {"success": True, "queue": queue, "partition": partition if partition is not None else "",
                      "partitionId": None, "leaseId": None, "consumerGroup": group, "messages": []}
+
+    def release_lease(self, lease_id: str) -> int:
+        """Give back an undelivered pop's lease (its reply could not be written to the caller).
+
+        Every partition still held by ``lease_id`` becomes claimable again at once, with no retry
+        counted (the messages were never handed out). Auto-ack pops have no lease and are not
+        undone. Returns the number of partitions released (0 when the lease is unknown).
+        """
+        with self.lock:
+            lease = self.leases.get(lease_id)
+            if lease is None:
+                return 0
+            released = 0
+            for p in list(lease.partitions):
+                row = p.rows.get(lease.group)
+                if row is not None and row.lease_id == lease_id:
+                    self._release(row)
+                    released += 1
+            self.leases.pop(lease_id, None)
+            if released:
+                self._notify(lease.queue)
+            return released
 
     def _record_subscription(self, q: Queue, group: str, sub_mode: Optional[str], sub_from: Optional[str],
                              now: int) -> None:

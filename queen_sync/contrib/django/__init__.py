@@ -1,7 +1,8 @@
 """Django integration: a shared :class:`~queen_sync.Queen` client and a ``queen_consume``
 management command.
 
-Install with ``pip install queen-sync[django]`` and add the app::
+Install with ``pip install '.[django]'`` from a checkout (``pip install 'queen-sync[django]'``
+once published on an index) and add the app::
 
     INSTALLED_APPS = [..., "queen_sync.contrib.django"]
     QUEEN = {
