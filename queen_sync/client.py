@@ -87,7 +87,9 @@ class Queen:
             after a lost reply; ack and transaction never after sending; 4xx never. Full
             table in :mod:`queen_sync.transport`.
         retry_delay_millis: first backoff delay in milliseconds (default 500), doubling per
-            retry with jitter, capped at ``retry_max_delay_millis`` (default 10000).
+            retry with jitter, capped at ``retry_max_delay_millis`` (default 10000). A 429 /
+            503 ``Retry-After`` is honoured up to ``retry_max_delay_millis`` per attempt
+            (even with a custom ``backoff``).
         bearer_token: sent as ``Authorization: Bearer <token>``; never logged nor shown in repr.
         headers: extra request headers, applied last.
         pool_maxsize: connections kept alive per broker host (default 64).
@@ -155,6 +157,9 @@ class Queen:
         )
         self._close_lock = threading.Lock()
         self._closed = False
+        self._closing = False  # close() started (consumers draining); _closed comes after
+        self._close_done = threading.Event()
+        self._close_timeout_millis = close_timeout_millis
 
     # ------------------------------------------------------------------ basics
 
@@ -187,26 +192,71 @@ class Queen:
         return self._closed
 
     def close(self, timeout_millis: Optional[int] = None) -> int:
-        """Flush the push buffers, then close the connection pool. Idempotent; later calls
-        raise :class:`ClientClosedError`.
+        """Stop this client's consumers gracefully, flush the push buffers, then close the
+        connection pool. Idempotent and safe from any thread; after it, every call raises
+        :class:`ClientClosedError`.
+
+        In order: (1) every consumer of this client running in this process (``consume()``,
+        blocking or background) stops fetching, its in-flight handlers finish and are acked,
+        messages not yet handled are released (ack status ``retry``), waiting at most
+        ``timeout_millis`` (plus a few seconds for those releases) — reason ``"closed"``;
+        (2) buffered pushes are flushed, at most ``timeout_millis``; (3) the connections
+        are closed.
+
+        Called from inside a handler (or callback) of a consumer of this client, it does not
+        wait for that handler: it requests the stops and returns 0 at once, and a
+        ``queen-close`` thread finishes (1)-(3) once the handler has returned and been acked
+        (see :attr:`unsent_on_close`). A call while another close is under way waits for
+        it (from a consumer thread: returns at once).
 
         Args:
-            timeout_millis: bound of the buffer flush in milliseconds (default: the
-                ``close_timeout_millis`` option, 30000).
+            timeout_millis: bound of the consumer drain and of the buffer flush, each in
+                milliseconds (default: the ``close_timeout_millis`` option, 30000).
 
         Returns:
             the number of buffered messages that could not be delivered in time (0 = none);
             also logged at ERROR and kept in :attr:`unsent_on_close`. A second call returns
             the same number.
+
+        Raises:
+            InvalidInputError: ``timeout_millis`` is not an int >= 0.
         """
+        from .consumer import in_consumer_thread, stop_consumers_for_close
+
+        limit = self._close_timeout_millis if timeout_millis is None else int_arg("timeout_millis", timeout_millis, 0)
+        own = in_consumer_thread(self)
         with self._close_lock:
-            if self._closed:
-                return self._producer.unsent_on_close or 0
-            self._closed = True
+            first = not self._closing
+            self._closing = True
+        if not first:
+            if not own:
+                self._close_done.wait(2 * limit / 1000.0 + 10.0)
+            return self._producer.unsent_on_close or 0
         try:
-            unsent = self._producer.close(timeout_millis)
+            wait_consumers = stop_consumers_for_close(self, limit)
+        except BaseException:
+            self._finish_close(lambda: None, timeout_millis)
+            raise
+        if own:
+            threading.Thread(
+                target=self._finish_close, args=(wait_consumers, timeout_millis), name="queen-close"
+            ).start()
+            return 0
+        return self._finish_close(wait_consumers, timeout_millis)
+
+    def _finish_close(self, wait_consumers: Any, timeout_millis: Optional[int]) -> int:
+        """Steps (2)-(3) of :meth:`close` after waiting for the consumers (bounded)."""
+        unsent = 0
+        try:
+            wait_consumers()
         finally:
-            self._transport.close()
+            with self._close_lock:
+                self._closed = True
+            try:
+                unsent = self._producer.close(timeout_millis)
+            finally:
+                self._transport.close()
+                self._close_done.set()
         return unsent
 
     @property

@@ -33,9 +33,10 @@ raises nacks ``failed`` with the exception text (the broker redelivers until the
 later messages of a nacked partition in the same pop are skipped (the broker redelivers
 them). Every ack verdict is read: one the broker refuses (``Invalid or expired lease``,
 ``Message not found``) is logged with the message ids and counted as an ack failure, never
-as success. ``auto_ack(False)`` leaves acks to the handler (a handler exception then stops
-the consumer and is re-raised); ``on_success(cb)`` / ``on_error(cb)`` also turn auto-ack off
-and let the callbacks ack.
+as success. Every handler failure is logged at WARNING with its traceback and the message
+ids (queue, partition, transactionId; never payloads). ``auto_ack(False)`` leaves acks to
+the handler (a handler exception then stops the consumer and is re-raised);
+``on_success(cb)`` / ``on_error(cb)`` also turn auto-ack off and let the callbacks ack.
 
 Outages
 -------
@@ -43,18 +44,31 @@ Connection errors, timeouts, 5xx and 429 replies (broker restarts) are retried f
 capped, jittered exponential backoff (:data:`BACKOFF_BASE_SECONDS` doubling up to
 :data:`BACKOFF_CAP_SECONDS`), for pops, acks and renewals alike. An outage is logged once: a
 WARNING when it starts and an INFO when the broker answers again. Authentication errors and
-other refusals of a pop stop the consumer with that exception.
+other refusals of a pop stop the consumer with that exception. When ``idle_millis`` passes
+while an outage is in progress (no call got an answer since it began), the consumer stops
+with reason ``"unreachable"`` and the last connection error as its :attr:`Consumer.error`
+(the blocking form raises it, :meth:`Consumer.join` re-raises it): "no work" and "broker
+down" are told apart.
 
 Stopping
 --------
-A consumer stops on ``limit``, ``idle_millis`` without messages, a ``stop_event``, a
-closed client, :meth:`Consumer.stop`, ``KeyboardInterrupt`` (blocking ``consume()``) or,
-with ``handle_signals=True``, SIGTERM / SIGINT. Stopping means: no new pop is started;
-messages of a pop that comes back after the stop request are released at once (ack status
+A consumer stops on ``limit``, ``idle_millis`` without messages, a ``stop_event``,
+:meth:`Queen.close` (which stops the client's consumers gracefully before closing, with its
+close timeout as drain timeout), :meth:`Consumer.stop`, ``KeyboardInterrupt`` (blocking
+``consume()``) or, with ``handle_signals=True``, SIGTERM / SIGINT. Stopping means: no new
+pop is started; messages of a pop that comes back after the stop request are released at once (ack status
 ``retry``: the broker redelivers them without counting a retry); messages popped before it
 are handled and acked, up to the drain timeout (seconds); at the drain timeout the messages
 not yet given to a handler are released the same way, and handlers still running are left
 to finish (their acks still go out; :attr:`Consumer.is_running` stays True until then).
+Every wait of a stop is bounded (in-flight pops and releases included).
+
+Fork
+----
+A process forked from one running a consumer gets a copy without threads: there
+:attr:`Consumer.is_running` is False, :meth:`Consumer.stop` / :meth:`Consumer.join` /
+``with consumer:`` / :meth:`Queen.close` return at once, and nothing is acked or released
+(the leases belong to the parent, whose consumer goes on).
 
 Logging goes to the ``queen_sync.consumer`` logger.
 """
@@ -69,6 +83,7 @@ import random
 import signal
 import threading
 import time
+import weakref
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Set
 
@@ -120,6 +135,26 @@ _NO_WAIT_PAUSE_S = 0.1
 _TICK_S = 0.1
 _MAX_IDS_LOGGED = 10
 _INVALID_LEASE = "Invalid or expired lease"
+#: How long a stop waits for in-flight pops past the drain deadline, in seconds (a pop's
+#: long poll is capped at POLL_CAP_MILLIS); after that the stop goes on without them.
+_FETCH_GRACE_S = POLL_CAP_MILLIS / 1000.0 + 1.0
+#: How long stop() / Queen.close() wait past the drain deadline for the stop phase (the
+#: fetcher grace plus the release of the messages not handled), in seconds.
+_STOP_GRACE_S = _FETCH_GRACE_S + 3.0
+
+# Consumers started in this process, for Queen.close() (see stop_consumers_for_close).
+_registry: "weakref.WeakSet[Consumer]" = weakref.WeakSet()
+_registry_lock = threading.Lock()
+
+
+def _reinit_after_fork() -> None:
+    # a parent thread may have held the lock at fork time: the child gets a fresh one
+    global _registry_lock
+    _registry_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)
 
 
 @dataclass
@@ -143,7 +178,9 @@ class ConsumeResult:
             consumer was stopping.
         reason: why it stopped: ``"limit"``, ``"idle"``, ``"stopped"`` (stop_event or
             :meth:`Consumer.stop`), ``"signal"``, ``"interrupted"`` (KeyboardInterrupt),
-            ``"closed"`` (client closed) or ``"error"``; ``""`` while running.
+            ``"closed"`` (client closed), ``"unreachable"`` (``idle_millis`` passed while the
+            broker could not be reached: see :attr:`Consumer.error`) or ``"error"``; ``""``
+            while running.
     """
 
     handled: int = 0
@@ -209,10 +246,12 @@ class _Outage:
         self.active = False
         self._since = 0.0
         self._failures = 0
+        self.last_error: Optional[BaseException] = None
 
     def failure(self, what: str, exc: BaseException) -> None:
         with self._lock:
             self._failures += 1
+            self.last_error = exc
             if self.active:
                 log.debug("%s for queue %r failed again: %s", what, self._queue, exc)
                 return
@@ -282,6 +321,53 @@ def _ids(msgs: List[Message]) -> str:
     if len(msgs) > _MAX_IDS_LOGGED:
         shown += " and %d more" % (len(msgs) - _MAX_IDS_LOGGED)
     return shown
+
+
+def _consumers_of(client: "Queen") -> List["Consumer"]:
+    """The consumers of ``client`` running in this process (started, not ended, not a
+    forked child's copy)."""
+    with _registry_lock:
+        found = [c for c in _registry if c._client is client]
+    return [c for c in found if c._started and not c._done.is_set() and not c._forked()]
+
+
+def in_consumer_thread(client: "Queen") -> bool:
+    """True when the calling thread is a thread of a consumer of ``client`` (a handler or
+    callback runs in one): such a thread must not wait for that consumer to end."""
+    me = threading.get_ident()
+    return any(me in c._thread_ids for c in _consumers_of(client))
+
+
+def stop_consumers_for_close(client: "Queen", timeout_millis: int) -> Callable[[], None]:
+    """Used by :meth:`Queen.close`: ask every consumer of ``client`` running in this process
+    to stop gracefully now (reason ``"closed"``, drain timeout ``timeout_millis``
+    milliseconds: no new pop, popped messages are handled and acked, the rest released).
+
+    Returns:
+        a function that waits until those consumers ended, at most ``timeout_millis`` plus a
+        few seconds for the final releases; it never waits for the consumer whose thread calls
+        it (a handler calling close()). Sends nothing itself.
+    """
+    timeout_s = timeout_millis / 1000.0
+    consumers = _consumers_of(client)
+    for c in consumers:
+        c._request_stop("closed", timeout_s)
+    deadline = time.monotonic() + timeout_s + _STOP_GRACE_S
+
+    def wait() -> None:
+        me = threading.get_ident()
+        for c in consumers:
+            if me in c._thread_ids:
+                continue
+            if not c._done.wait(max(0.0, deadline - time.monotonic())):
+                log.warning(
+                    "closing the client: the consumer of queue %r still runs %d ms after the close timeout; "
+                    "acks of handlers still running will fail (the broker redelivers those messages)",
+                    c._queue,
+                    int(_STOP_GRACE_S * 1000),
+                )
+
+    return wait
 
 
 class Consumer:
@@ -369,6 +455,8 @@ class Consumer:
         self._threads_alive = 0
         self._thread_ids: Set[int] = set()
         self._fetchers_alive = 0
+        self._pops_in_flight = 0
+        self._pid = os.getpid()  # the process whose threads run this consumer
         self._free_slots = self._concurrency * self._spec.batch
         self._reserved = 0
         self._outstanding = 0
@@ -392,20 +480,31 @@ class Consumer:
 
     # ------------------------------------------------------------------ public API
 
+    def _forked(self) -> bool:
+        """True in a process forked from the one running this consumer: its copy here has no
+        threads (and its lock may have been held at fork time), so it is left alone."""
+        return self._started and os.getpid() != self._pid
+
     @property
     def is_running(self) -> bool:
-        """True from start until every thread of the consumer ended (handlers included)."""
-        return self._started and not self._done.is_set()
+        """True from start until every thread of the consumer ended (handlers included).
+        False in a forked child (the copy there has no threads)."""
+        return self._started and not self._done.is_set() and not self._forked()
 
     @property
     def result(self) -> ConsumeResult:
         """A snapshot of the counters and the stop reason (``""`` while running)."""
+        if self._forked():
+            return replace(self._stats)  # no lock: a parent thread may have held it at fork
         with self._lock:
             return replace(self._stats)
 
     @property
     def error(self) -> Optional[BaseException]:
-        """The exception that stopped the consumer (reason ``"error"``), else None."""
+        """The exception that stopped the consumer, else None: for reason ``"error"`` the
+        handler's or pop's exception, for reason ``"unreachable"`` the last connection error
+        (a :class:`~queen_sync.errors.QueenConnectionError`, or the
+        :class:`~queen_sync.errors.QueenHTTPError` of a 5xx / 429 reply)."""
         return self._error
 
     @property
@@ -431,8 +530,11 @@ class Consumer:
         second interrupt aborts the drain) and the KeyboardInterrupt is re-raised.
 
         Raises:
-            the handler's exception (``auto_ack(False)`` without ``on_error``), or a pop error
-            that is not a transient connection problem (e.g. AuthenticationError, BrokerError).
+            the handler's exception (``auto_ack(False)`` without ``on_error``), a pop error
+            that is not a transient connection problem (e.g. AuthenticationError, BrokerError),
+            or, when ``idle_millis`` passed while the broker was unreachable (reason
+            ``"unreachable"``), the last connection error (QueenConnectionError, or the
+            QueenHTTPError of a 5xx / 429 reply).
         """
         self._install_signals()
         try:
@@ -458,7 +560,11 @@ class Consumer:
         """Start the consumer in background threads and return it (used by
         ``consume(handler, background=True)``)."""
         self._install_signals()
-        self._start_threads()
+        try:
+            self._start_threads()
+        except BaseException:
+            self._restore_signals()
+            raise
         t = threading.Thread(target=self._thread_main, args=(self._supervise,),
                              name="queen-consume-%s-supervisor" % self._queue, daemon=True)
         self._add_thread(t)
@@ -474,29 +580,58 @@ class Consumer:
         (ack status ``retry``) and handlers still running are left to finish in the
         background (see :meth:`join`). Idempotent. Does not raise the consumer's error (see
         :attr:`error`, :meth:`join`). Called from inside a handler, it only requests the stop.
+
+        The wait is bounded: if the stop phase has not ended after the drain timeout (a pop
+        or release stuck in the
+        network), about 5 s past it, a WARNING is logged and the counters so far are returned.
+
+        In a process forked from the one running the consumer (its copy there has no
+        threads) it returns the counters at once and sends nothing: the leases belong to
+        the parent.
         """
         if drain_timeout is not None and (
             isinstance(drain_timeout, bool) or not isinstance(drain_timeout, (int, float)) or drain_timeout < 0
         ):
             raise InvalidInputError("drain_timeout must be a number of seconds >= 0, got %r" % (drain_timeout,))
+        if self._forked():
+            self._restore_signals()
+            return self.result
         self._request_stop("stopped", drain_timeout)
         if not self._started:
             self._stats.reason = self._stats.reason or "stopped"
             return self.result
         if threading.get_ident() not in self._thread_ids:
-            self._finished.wait()
+            if not self._wait_finished():
+                log.warning(
+                    "stop() of the consumer of queue %r gave up waiting %.1f s after the drain timeout; "
+                    "it goes on stopping in the background",
+                    self._queue,
+                    _STOP_GRACE_S,
+                )
             if self._done.is_set():
                 self._restore_signals()
         return self.result
+
+    def _wait_finished(self, extra: float = _STOP_GRACE_S) -> bool:
+        """Wait until the stop phase is over, at most ``extra`` seconds past the drain
+        deadline (which a later stop may move earlier). True when it is over."""
+        while not self._finished.wait(_TICK_S):
+            if time.monotonic() > self._drain_deadline + extra:
+                return self._finished.is_set()
+        return True
 
     def join(self, timeout: Optional[float] = None) -> bool:
         """Wait up to ``timeout`` **seconds** (None: forever) until every thread of the consumer
         ended. Returns True when it has ended, False on timeout.
 
+        In a process forked from the one running the consumer it returns True at once (the
+        copy there has no threads).
+
         Raises:
-            the exception that stopped the consumer (reason ``"error"``), once it has ended.
+            the exception that stopped the consumer (reason ``"error"`` or
+            ``"unreachable"``, see :attr:`error`), once it has ended.
         """
-        if not self._started:
+        if not self._started or self._forked():
             return True
         ended = self._done.wait(timeout)
         if ended:
@@ -532,13 +667,18 @@ class Consumer:
                 last = self._threads_alive == 0
                 self._lock.notify_all()
             if last:
+                with _registry_lock:
+                    _registry.discard(self)
                 self._done.set()
 
     def _start_threads(self) -> None:
         if self._started:
             raise InvalidInputError("this consumer was already started")
+        self._pid = os.getpid()
         self._started = True
         self._last_activity = time.monotonic()
+        with _registry_lock:
+            _registry.add(self)
         name = "queen-consume-%s" % self._queue
         with self._lock:
             self._fetchers_alive = self._concurrency
@@ -589,9 +729,25 @@ class Consumer:
                 if self._client.closed:
                     self._request_stop_locked("closed")
                     break
-                if self._idle_s is not None and self._outstanding == 0:
+                if self._idle_s is not None and self._outstanding == 0 and self._pops_in_flight == 0:
+                    # (an in-flight pop is awaited: its long poll ends by the idle deadline,
+                    # and when the broker is down, its failure tells "unreachable" from "idle")
                     if time.monotonic() - self._last_activity >= self._idle_s:
-                        self._request_stop_locked("idle")
+                        if self._outage.active:
+                            # no call got through since the outage began: not "no work"
+                            err = self._outage.last_error
+                            log.warning(
+                                "consumer of queue %r: no message for %d ms while the broker is unreachable "
+                                "(%s); stopping with reason 'unreachable'",
+                                self._queue,
+                                int(self._idle_s * 1000),
+                                err,
+                            )
+                            self._request_stop_locked("unreachable")
+                            if self._error is None and err is not None:
+                                self._error = err
+                        else:
+                            self._request_stop_locked("idle")
                         break
                 self._lock.wait(_TICK_S)
         self._finish()
@@ -599,16 +755,27 @@ class Consumer:
     def _finish(self) -> None:
         """The stop phase: wait for the fetchers, drain until the deadline, then release."""
         with self._lock:
+            # In-flight pops end within a long poll (POLL_CAP_MILLIS) in the normal case; the
+            # wait for them is bounded anyway (a pop or a release stuck in an outage).
+            fetch_deadline = max(self._drain_deadline, time.monotonic() + _FETCH_GRACE_S)
             while self._fetchers_alive > 0:
-                self._lock.wait(_TICK_S)
+                left = fetch_deadline - time.monotonic()
+                if left <= 0:
+                    log.info(
+                        "consumer of queue %r: %d fetcher(s) still busy at the stop deadline; not waiting for them",
+                        self._queue,
+                        self._fetchers_alive,
+                    )
+                    break
+                self._lock.wait(min(_TICK_S, left))
             while self._outstanding > 0:
                 left = self._drain_deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._lock.wait(min(_TICK_S, left))
             units: List[_Unit] = []
-            if self._outstanding > 0:
-                self._abort = True
+            if self._outstanding > 0 or self._fetchers_alive > 0:
+                self._abort = True  # no more retries of acks / releases
                 self._abort_evt.set()
                 for lane in list(self._lanes.values()):
                     if not lane.running:
@@ -655,7 +822,8 @@ class Consumer:
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # Runs in the main thread between bytecodes: take no lock here, only set a flag.
-        if self._signal_flag is None and not self._done.is_set():
+        # In a forked child nobody reads the flag: behave like the previous handler.
+        if self._signal_flag is None and not self._done.is_set() and not self._forked():
             self._signal_flag = signum
             return
         prev = self._prev_handlers.get(signum)  # a second signal: the previous behaviour
@@ -713,32 +881,57 @@ class Consumer:
             if n == 0:
                 return
             timeout = min(spec.timeout_millis, POLL_CAP_MILLIS)
-            if self._idle_s is not None:
-                idle_left = self._idle_s - (time.monotonic() - self._last_activity)
-                timeout = max(1, min(timeout, int(math.ceil(idle_left * 1000.0))))
+            with self._lock:
+                if self._idle_s is not None:
+                    idle_left = self._idle_s - (time.monotonic() - self._last_activity)
+                    if idle_left <= 0 and self._outstanding == 0:
+                        # idle time is up: no new pop, the supervisor stops the consumer
+                        # (unless a handler finishing meanwhile starts a new idle period)
+                        self._give_back_locked(n, n)
+                        while (
+                            not self._stopping
+                            and self._outstanding == 0
+                            and time.monotonic() - self._last_activity >= self._idle_s
+                        ):
+                            self._lock.wait(_TICK_S)
+                        continue
+                    timeout = max(1, min(timeout, int(math.ceil(idle_left * 1000.0))))
+                self._pops_in_flight += 1
             pop = replace(spec, batch=n, timeout_millis=timeout)
             t0 = time.monotonic()
+            # _pops_in_flight drops only once the outcome is recorded (outage or activity),
+            # so the supervisor's idle check never sees a pop's result half-way.
             try:
                 messages = execute_pop(self._client, pop)
             except ClientClosedError:
                 with self._lock:
+                    self._pops_in_flight -= 1
                     self._give_back_locked(n, n)
                     self._request_stop_locked("closed")
                 return
             except Exception as exc:
+                transient = _transient(exc)
+                if transient:
+                    self._outage.failure("pop", exc)
                 with self._lock:
+                    self._pops_in_flight -= 1
                     self._give_back_locked(n, n)
-                if not _transient(exc):
+                if not transient:
                     log.error("pop from queue %r failed: %s; stopping the consumer", self._queue, exc)
                     self._fail(exc)
                     return
-                self._outage.failure("pop", exc)
                 self._stop_evt.wait(_backoff(attempt))
                 attempt += 1
                 continue
+            except BaseException:
+                with self._lock:
+                    self._pops_in_flight -= 1
+                    self._give_back_locked(n, n)
+                raise
             attempt = 0
             self._outage.success(t0)
             with self._lock:
+                self._pops_in_flight -= 1
                 self._give_back_locked(n - len(messages), n - len(messages))
                 gen = self._work_gen
                 if messages:
@@ -904,26 +1097,51 @@ class Consumer:
             with self._lock:
                 self._stats.failed += len(msgs)
             if self._on_error is not None:
+                self._log_handler_failure(exc, msgs, "calling on_error")
                 try:
                     self._on_error(arg, exc)
                 except Exception as exc2:
+                    log.error(
+                        "on_error callback of the consumer of queue %r raised; stopping the consumer",
+                        self._queue,
+                        exc_info=exc2,
+                    )
                     self._resolve(msgs, unit)
                     self._fail(exc2)
                     return True
                 self._resolve(msgs, unit)
                 return True
             if not self._auto_ack:
+                self._log_handler_failure(exc, msgs, "auto_ack is off: stopping the consumer, the error is re-raised")
                 self._resolve(msgs, unit)
                 self._fail(exc)
                 return True
             text = ("%s: %s" % (type(exc).__name__, exc))[:_MAX_ERROR_TEXT]
-            log.debug("handler raised on %d message(s) of queue %r: %s", len(msgs), self._queue, text)
+            self._log_handler_failure(exc, msgs, "nacking them (the broker retries, then dead-letters)")
             return self._ack(msgs, unit, False, text)
         if self._auto_ack:
             self._ack(msgs, unit, True, None)
         else:
             self._resolve(msgs, unit)
         return True
+
+    def _log_handler_failure(self, exc: BaseException, msgs: List[Message], then: str) -> None:
+        """One WARNING per failed handler call, with the traceback; message ids only (queue,
+        partition, transactionId), never payloads."""
+        log.warning(
+            "handler raised %s on %d message(s) of queue %r%s; %s: %s",
+            type(exc).__name__,
+            len(msgs),
+            self._queue,
+            "" if self._spec.group is None else " (consumer group %r)" % (self._spec.group,),
+            then,
+            ", ".join(
+                "%s (partition %s)" % (m.get("transactionId"), m.get("partition") or m.get("partitionId"))
+                for m in msgs[:_MAX_IDS_LOGGED]
+            )
+            + (" and %d more" % (len(msgs) - _MAX_IDS_LOGGED) if len(msgs) > _MAX_IDS_LOGGED else ""),
+            exc_info=exc,
+        )
 
     # ------------------------------------------------------------------ acks
 
