@@ -13,7 +13,7 @@ The module keeps no mutable state (it is declared free-threading compatible): mo
 globals are read-only constants bound at import time.
 """
 
-from cpython.dict cimport PyDict_Check, PyDict_CheckExact, PyDict_Copy
+from cpython.dict cimport PyDict_Check, PyDict_CheckExact, PyDict_Contains, PyDict_Size
 from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_New, PyUnicode_1BYTE_DATA
 from libc.string cimport memcpy
@@ -40,6 +40,8 @@ cdef tuple _DECODE_ERRORS = (_json.DecodeError, ValueError, TypeError)
 cdef tuple _FALLBACK_ERRORS = (ValueError, TypeError, RecursionError)
 cdef tuple _ENCODE_ERRORS = (TypeError, ValueError, OverflowError)
 cdef object _MISSING = object()
+# error path of build_push_items: the pure backend builds the message (same text in both)
+cdef object _push_item_key_error = _pycodec._push_item_key_error
 
 # True / False are handled apart: 1 / 0 / 1.0 hash like them and must not pass
 cdef dict _STATUS_ALIASES = {
@@ -173,21 +175,36 @@ cdef list _build_push_items(object queue, object partition, object items, object
     cdef unsigned long long ms = 0
     cdef Py_ssize_t j = 0
     cdef bint has_partition = partition is not None
+    cdef bint has_data, has_tx
 
     if type(items) is list:
         seq = <list>items
     else:
         seq = list(items)
     n = len(seq)
-    for item in seq:
+    for i in range(n):
+        item = seq[i]
         if PyDict_CheckExact(item):
-            if (<dict>item).get("transactionId") is None:
-                missing += 1
+            # exactly one of data / payload, and no key but those and transactionId / traceId:
+            # count the known keys found and compare with the dict's size
+            d = <dict>item
+            has_data = PyDict_Contains(d, "data")
+            tx = d.get("transactionId", _MISSING)
+            if (has_data == PyDict_Contains(d, "payload")
+                    or PyDict_Size(d) != 1 + (tx is not _MISSING) + PyDict_Contains(d, "traceId")):
+                raise _push_item_key_error(i, item)
         elif isinstance(item, _Mapping):
-            if item.get("transactionId") is None:
-                missing += 1
+            has_data = "data" in item
+            has_tx = "transactionId" in item
+            if has_data == ("payload" in item) or len(item) != 1 + has_tx + ("traceId" in item):
+                raise _push_item_key_error(i, item)
+            tx = item["transactionId"] if has_tx else None
         else:
-            raise InvalidInputError("a push item must be a dict such as {'data': ...}, got %s" % type(item).__name__)
+            raise InvalidInputError(
+                "item %d: a push item must be a dict such as {'data': ...}, got %s" % (i, type(item).__name__)
+            )
+        if tx is None or tx is _MISSING:
+            missing += 1
 
     if missing:
         if id_source is not None:
@@ -205,17 +222,10 @@ cdef list _build_push_items(object queue, object partition, object items, object
             d = <dict>item
             payload = d.get("data", _MISSING)
             if payload is _MISSING:
-                payload = d.get("payload", _MISSING)
-                if payload is _MISSING:
-                    payload = PyDict_Copy(d)
+                payload = d["payload"]
             tx = d.get("transactionId")
         else:
-            if "data" in item:
-                payload = item["data"]
-            elif "payload" in item:
-                payload = item["payload"]
-            else:
-                payload = dict(item)
+            payload = item["data"] if "data" in item else item["payload"]
             tx = item.get("transactionId")
         if tx is None:
             if j >= missing:  # items changed under us (id_source side effect or another thread)

@@ -123,6 +123,50 @@ def normalize_status(status: Any) -> str:
 # --------------------------------------------------------------------------- push
 
 
+#: The keys a push item may hold (exactly one of the first two).
+_PUSH_ITEM_KEYS = ("data", "payload", "transactionId", "traceId")
+
+
+def _squash(key: str) -> str:
+    return key.replace("_", "").replace("-", "").lower()
+
+
+def _push_item_key_error(index: int, item: Mapping[Any, Any]) -> InvalidInputError:
+    """The :class:`InvalidInputError` for push item ``index`` whose keys break the rules of
+    :func:`build_push_items` (unknown keys, both or neither of ``data`` / ``payload``).
+
+    Shared by both codec backends (the compiled one calls it on its error path) so that the
+    message is the same. Returns the exception; does not raise it.
+    """
+    problems = []
+    unknown = [k for k in item if not (isinstance(k, str) and k in _PUSH_ITEM_KEYS)]
+    if unknown:
+        names = []
+        for k in unknown:
+            shown = repr(k)
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            if isinstance(k, str):
+                for known in _PUSH_ITEM_KEYS:
+                    if _squash(k) == _squash(known):
+                        shown += " (did you mean %r?)" % known
+                        break
+            names.append(shown)
+        problems.append("unknown key%s %s" % ("s" if len(unknown) > 1 else "", ", ".join(names)))
+    has_data = "data" in item
+    has_payload = "payload" in item
+    if has_data and has_payload:
+        problems.append("both 'data' and 'payload' (give the payload once)")
+    elif not has_data and not has_payload:
+        problems.append("no 'data' (or 'payload') key: wrap the payload as {'data': ...}")
+    if not problems:  # a Mapping whose len() disagrees with its keys
+        problems.append("inconsistent mapping (len %d, keys %r)" % (len(item), list(item)[:8]))
+    return InvalidInputError(
+        "item %d: %s; a push item holds exactly one of 'data' / 'payload' and optionally "
+        "'transactionId', 'traceId'" % (index, "; ".join(problems))
+    )
+
+
 def _mint(n: int, id_source: Optional[Callable[[], str]]) -> List[str]:
     if id_source is None:
         return new_transaction_ids(n)
@@ -140,9 +184,11 @@ def build_push_items(
     Args:
         queue: queue name (already validated by the caller).
         partition: partition name, or ``None`` for the broker's ``"Default"``.
-        items: dicts. The payload is ``item["data"]`` if present, else ``item["payload"]``,
-            else the whole dict. Optional ``transactionId`` (non-empty str) and ``traceId``
-            (a UUID string of any version).
+        items: dicts (any ``Mapping``) holding **exactly one** of ``data`` / ``payload``
+            (the payload, any JSON value; the two names are synonyms), and optionally
+            ``transactionId`` (non-empty str; ``None`` or absent = minted) and ``traceId``
+            (a UUID string of any version; ``None`` = none). No other key is allowed: a
+            typo such as ``transactionID`` would otherwise silently lose deduplication.
         id_source: see the module docstring.
 
     Returns:
@@ -150,26 +196,31 @@ def build_push_items(
         A ``transactionId`` is minted for every item that has none.
 
     Raises:
-        InvalidInputError: an item is not a dict, or has a bad ``transactionId`` / ``traceId``.
+        InvalidInputError: an item is not a dict, has an unknown key, has both or neither of
+            ``data`` / ``payload``, or has a bad ``transactionId`` / ``traceId``; the message
+            names the item's index (and the offending keys). Items are checked for type and
+            keys before any ``transactionId`` is minted.
     """
     n = len(items)
     missing = 0
-    for item in items:
+    for i in range(n):
+        item = items[i]
         if not isinstance(item, Mapping):
-            raise InvalidInputError("a push item must be a dict such as {'data': ...}, got %s" % type(item).__name__)
-        if item.get("transactionId") is None:
+            raise InvalidInputError(
+                "item %d: a push item must be a dict such as {'data': ...}, got %s" % (i, type(item).__name__)
+            )
+        has_data = "data" in item
+        has_tx = "transactionId" in item
+        if has_data == ("payload" in item) or len(item) != 1 + has_tx + ("traceId" in item):
+            raise _push_item_key_error(i, item)
+        if not has_tx or item["transactionId"] is None:
             missing += 1
     minted = _mint(missing, id_source) if missing else []
     j = 0
     out = []
     for i in range(n):
         item = items[i]
-        if "data" in item:
-            payload = item["data"]
-        elif "payload" in item:
-            payload = item["payload"]
-        else:
-            payload = dict(item)
+        payload = item["data"] if "data" in item else item["payload"]
         tx = item.get("transactionId")
         if tx is None:
             tx = minted[j]

@@ -109,7 +109,12 @@ def validate_name(kind: str, value: Any) -> str:
     """
     if not isinstance(value, str) or not value:
         raise InvalidInputError("%s name must be a non-empty str, got %r" % (kind, value))
-    if not _NAME_RE.match(value) or value in (".", ".."):
+    if value in (".", ".."):
+        raise InvalidInputError(
+            "%s name %r is not valid: '.' and '..' are not valid names, a URL path would collapse them"
+            % (kind, value)
+        )
+    if not _NAME_RE.match(value):
         raise InvalidInputError(
             "%s name %r has characters a Queen 0.15 broker cannot route; use only A-Z a-z 0-9 . _ ~ -"
             % (kind, value)
@@ -440,9 +445,10 @@ class QueueBuilder:
         """Push one item or a list of items.
 
         Args:
-            items: ``{"data": payload}`` (or ``"payload"``; without either the whole dict is
-                the payload), optional ``transactionId`` (dedup key per partition; a UUIDv7 is
-                minted when absent) and ``traceId`` (a UUID string).
+            items: ``{"data": payload}`` (or ``{"payload": payload}``: exactly one of the
+                two), optional ``transactionId`` (dedup key per partition, a non-empty str; a
+                UUIDv7 is minted when absent) and ``traceId`` (a UUID string). No other key
+                is accepted (a typo such as ``transactionID`` would silently lose dedup).
 
         Returns:
             the broker's per-item results in input order (exactly one per item), each
@@ -464,7 +470,10 @@ class QueueBuilder:
         as ``null``; numbers are not checked one by one.
 
         Raises:
-            InvalidInputError: a bad item or a payload that is not JSON-serialisable.
+            InvalidInputError: a bad item (not a dict, an unknown key, both or neither of
+                ``data`` / ``payload``, a bad ``transactionId`` / ``traceId``; the message
+                names the item's index) or a payload that is not JSON-serialisable; nothing
+                is sent (or buffered).
             BrokerError: the broker refused the push, or an item came back ``failed``
                 (``.body`` holds the results).
             ProtocolError: the reply does not hold one result per item (e.g. ``[]``): the
@@ -529,7 +538,11 @@ class QueueBuilder:
         "pending", transaction_id, queueName}`` per item: ``"pending"`` means held in this
         client's buffer, not sent yet (unlike a broker's ``"buffered"``, see :meth:`push`).
         Delivery: :meth:`flush`, ``Queen.flush_all_buffers()``, ``Queen.close()``; counters:
-        ``Queen.get_buffer_stats()``.
+        ``Queen.get_buffer_stats()``. Failed sends (connection errors, 5xx, 408, 429) are
+        resent until delivered or closed; a batch the broker **permanently refuses** (any
+        other 4xx, e.g. 413 body too large, 400, 401/403) is not retried: its messages are
+        counted in the stats' ``failed``, logged at ERROR (queue, partition, count, status,
+        error text) and dropped, and the rest of the buffer goes on.
 
         Raises:
             InvalidInputError: a bad option value.
@@ -704,18 +717,33 @@ class QueueBuilder:
         closed, or a stop (:meth:`Consumer.stop`, KeyboardInterrupt, or a signal with
         ``handle_signals``). See :mod:`queen_sync.consumer` for the details.
 
+        .. warning::
+            **What the handler receives depends on** ``batch`` **and** ``each()``:
+
+            * ``each()`` or ``batch(1)`` (the default): **one message dict** per call.
+            * ``batch(n)`` with ``n > 1`` and **no** ``.each()``: a **list** of message dicts
+              (the messages of one partition from one pop) per call — even when the list
+              holds a single message. Write ``for m in msgs:`` in such a handler, or add
+              ``.each()`` to get one dict at a time.
+
         Within one partition messages are handled one at a time in push order; different
-        partitions run in parallel; at most ``concurrency × batch`` messages are held. The
-        handler gets one message dict with ``each()`` or ``batch == 1``, else the list of one
-        partition's messages of one pop. With auto-ack (default) a return acks ``completed``
-        and an exception nacks ``failed`` with the exception text (the consumer goes on);
-        refused acks are logged and counted. With ``auto_ack(False)`` the handler acks itself,
+        partitions run in parallel; at most ``concurrency × batch`` messages are held. With
+        auto-ack (default) a return acks ``completed`` and an exception nacks ``failed`` with
+        the exception text (the consumer goes on; each failure is logged at WARNING with its
+        traceback); refused acks are logged and counted. With ``auto_ack(False)`` the handler acks itself,
         and an exception stops the consumer and is re-raised. ``on_success`` / ``on_error``
         callbacks turn auto-ack off. ``renew_lease(True)`` keeps leases alive. Connection
         errors are retried forever with backoff; authentication errors stop the consumer.
+        If ``idle_millis`` passes while the broker is unreachable (an outage is in progress
+        and no call got an answer since it began), the consumer stops with reason
+        ``"unreachable"`` and the last connection error is raised (blocking) or kept in
+        ``Consumer.error`` and re-raised by ``join()`` (background): a cron job can tell
+        "no work" (reason ``"idle"``) from "broker down". ``Queen.close()`` stops the
+        client's consumers gracefully (in-flight handlers finish and are acked) first.
 
         Args:
-            handler: callable taking a message dict or a list of them.
+            handler: callable taking a message dict (``each()`` / ``batch(1)``) or a **list**
+                of them (``batch(n > 1)`` without ``each()``), see the warning above.
             stop_event: optional ``threading.Event`` that stops the consumer when set.
             background: False (default) blocks and returns a ConsumeResult; True starts the
                 consumer in background threads and returns the
@@ -734,6 +762,8 @@ class QueueBuilder:
         Raises:
             InvalidInputError: bad arguments. In blocking mode: the handler's exception
             (``auto_ack(False)``), an AuthenticationError or other non-transient pop error;
+            QueenConnectionError (or the QueenHTTPError of a 5xx / 429 reply) when
+            ``idle_millis`` passed with the broker unreachable (reason ``"unreachable"``);
             KeyboardInterrupt is re-raised after a graceful stop.
         """
         from .consumer import Consumer

@@ -18,22 +18,35 @@ Each ``(queue, partition)`` gets one :class:`PushBuffer` with its own background
   flight). When full, ``push`` blocks up to ``block_timeout_millis`` and then raises
   :class:`BufferFullError`; nothing is dropped silently. A batch that fails (after the
   transport's own retries) is resent, in order, with capped backoff, until it is
-  delivered or the buffer is closed. Items the broker answers ``duplicate`` count as
+  delivered or the buffer is closed. Only *transient* failures are resent: no reply,
+  connection errors, 5xx, 408 and 429 (after the transport's own retries). A batch the
+  broker **permanently refuses** -- any other 4xx reply, e.g. 400 (bad request), 401 / 403,
+  404, 413 (body too large) -- is never retried: its messages are counted in the stats'
+  ``failed``, one ERROR line is logged per batch (queue, partition, message count, HTTP
+  status, the broker's error text; never payloads), the batch is dropped and the rest of
+  the buffer goes on; the next :meth:`PushBuffer.flush` / ``close`` reports those messages
+  in its return value. Items the broker answers ``duplicate`` count as
   delivered, and so do items a broker answers ``buffered`` (accepted into that broker's
   file buffer in push maintenance mode; it stores them later, they are not resent); items
   it answers ``failed`` are resent with the batch (up to ``FAILED_ITEM_ROUNDS`` times),
-  then logged at ERROR and counted in ``failed``. A reply that does not hold one result
-  per item is treated like a failed send: the whole batch is resent (same ids).
+  then logged at ERROR and counted in ``failed`` (and reported by the next flush / close
+  like refused batches). A reply that does not hold one result per item is treated like a
+  failed send: the whole batch is resent (same ids).
 - **Receipts.** A buffered ``push`` returns ``status: "pending"`` per item: held in this
   client's buffer, not sent yet.
 - **Close.** :meth:`BufferManager.close` stops new pushes (:class:`ClientClosedError`),
   flushes for at most the given timeout, and returns the number of messages it could not
-  confirm (also logged at ERROR and kept in ``unsent_on_close``).
+  confirm (also logged at ERROR and kept in ``unsent_on_close``). When messages are left
+  unsent, a :class:`RuntimeWarning` is also issued (``warnings.warn``), so the loss is
+  visible on stderr even when logging is not configured.
 - **Fork.** After ``os.fork()`` the child starts with no buffers and no threads (a fresh
   manager state, via ``os.register_at_fork`` and a pid check); the parent keeps and sends
   its own messages, so nothing is sent twice. Under uWSGI without ``enable-threads`` a
   warning is logged when the first background thread starts.
-- **Exit.** An ``atexit`` hook flushes what is still buffered (bounded by the close timeout).
+- **Exit.** An ``atexit`` hook flushes what is still buffered (bounded by the close
+  timeout); messages it cannot send are logged at ERROR and reported by a
+  :class:`RuntimeWarning` ("queen_sync: N buffered message(s) could not be sent to <urls>
+  before exit").
 
 Logging goes to the ``queen_sync.producer`` logger.
 """
@@ -44,15 +57,24 @@ import atexit
 import collections
 import logging
 import os
+import sys
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import asdict, dataclass
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import codec
 from ._validate import int_arg
-from .errors import BufferFullError, ClientClosedError, InvalidInputError, ProtocolError, QueenError
+from .errors import (
+    BufferFullError,
+    ClientClosedError,
+    InvalidInputError,
+    ProtocolError,
+    QueenError,
+    QueenHTTPError,
+)
 from .transport import RETRY_ALWAYS, Backoff, ExponentialBackoff, Transport
 
 __all__ = ["BufferOptions", "PushBuffer", "BufferManager", "FAILED_ITEM_ROUNDS", "DEFAULT_CLOSE_TIMEOUT_MILLIS"]
@@ -63,6 +85,20 @@ log = logging.getLogger("queen_sync.producer")
 FAILED_ITEM_ROUNDS = 3
 #: Default bound of close()'s final flush, in milliseconds.
 DEFAULT_CLOSE_TIMEOUT_MILLIS = 30000
+#: 4xx statuses that are transient (resent); any other 4xx is a permanent refusal.
+_TRANSIENT_4XX = (408, 429)
+_MAX_LOGGED_ERROR = 300
+
+
+def _is_permanent_refusal(exc: BaseException) -> bool:
+    """True for a reply the broker will give again for the same body: a 4xx other than 408 / 429."""
+    status = getattr(exc, "status", None)
+    return (
+        isinstance(exc, QueenHTTPError)
+        and isinstance(status, int)
+        and 400 <= status < 500
+        and status not in _TRANSIENT_4XX
+    )
 
 
 @dataclass(frozen=True)
@@ -140,6 +176,7 @@ class PushBuffer:
         self._taken = 0  # messages ever taken into a batch
         self._done = 0  # messages ever delivered (queued / duplicate / buffered) or given up as failed
         self._flush_upto = 0  # send regardless of thresholds until _taken reaches this
+        self._failed_unreported = 0  # messages given up as failed, not yet returned by a flush / close
         self._closed = False
         self._thread: Optional[threading.Thread] = None
         self._s: Dict[str, Any] = {
@@ -220,14 +257,23 @@ class PushBuffer:
         """Send everything buffered now and wait until the broker confirmed it.
 
         Args:
-            timeout_millis: how long to wait, in milliseconds (None = until delivered).
+            timeout_millis: how long to wait, in milliseconds (None = until delivered or
+                given up: a permanently refused batch ends the wait for its messages).
 
         Returns:
-            the number of those messages still unconfirmed when the wait ended (0 = all delivered).
+            the number of messages not confirmed (0 = all delivered): those still unsent
+            when the wait ended, plus those given up as ``failed`` (a batch permanently
+            refused, items the broker kept failing) since the previous flush / close
+            returned them (each is returned once).
         """
         with self._lock:
             target = self._enqueued
-            return self._flush_wait_locked(target, _deadline(timeout_millis))
+            return self._flush_wait_locked(target, _deadline(timeout_millis)) + self._take_failed_locked()
+
+    def _take_failed_locked(self) -> int:
+        n = self._failed_unreported
+        self._failed_unreported = 0
+        return n
 
     def _request_flush_locked(self) -> int:
         target = self._enqueued
@@ -252,7 +298,13 @@ class PushBuffer:
 
     def close(self, deadline: Optional[float]) -> int:
         """Refuse new pushes, flush until ``deadline`` (a ``time.monotonic()`` value, None =
-        no limit), then stop the sender. Returns the number of unconfirmed messages."""
+        no limit), then stop the sender. Returns the number of unconfirmed messages (unsent,
+        plus given up as failed and not yet returned by a flush)."""
+        unsent, failed = self._close(deadline)
+        return unsent + failed
+
+    def _close(self, deadline: Optional[float]) -> Tuple[int, int]:
+        """:meth:`close`; returns ``(unsent, failed not yet reported)``."""
         with self._lock:
             self._closed = True
             self._room.notify_all()  # blocked pushers raise ClientClosedError
@@ -260,7 +312,7 @@ class PushBuffer:
             unsent = self._flush_wait_locked(target, deadline)
             self._stop.set()
             self._work.notify_all()
-        return unsent
+            return unsent, self._take_failed_locked()
 
     # ------------------------------------------------------------------ sender thread
 
@@ -326,7 +378,8 @@ class PushBuffer:
                     return
 
     def _send(self, frags: List[bytes], count: int) -> bool:
-        """Send one batch until delivered (True) or the buffer is stopped (False)."""
+        """Send one batch until done (True: delivered, or given up as failed after a
+        permanent refusal) or the buffer is stopped (False)."""
         body = codec.join_push_fragments(frags)  # built once: resends reuse the transactionIds
         failures = 0
         item_rounds = 0
@@ -346,6 +399,9 @@ class PushBuffer:
             except ClientClosedError:
                 return False
             except QueenError as exc:
+                if _is_permanent_refusal(exc):
+                    self._give_up_refused(count, exc)
+                    return True
                 with self._lock:
                     self._s["retries"] += 1
                     self._s["last_error"] = str(exc)
@@ -397,6 +453,7 @@ class PushBuffer:
                 self._s["delivered"] += count - len(failed)
                 self._s["duplicates"] += dup
                 self._s["failed"] += len(failed)
+                self._failed_unreported += len(failed)
             if failed:
                 log.error(
                     "%d of %d pushed items to %s were refused by the broker %d times and are not delivered",
@@ -407,6 +464,27 @@ class PushBuffer:
                 )
             return True
 
+    def _give_up_refused(self, count: int, exc: QueenError) -> None:
+        """A batch the broker permanently refused (4xx but 408 / 429): count its messages
+        as failed and log it once at ERROR (no payloads); the batch is not resent."""
+        status = getattr(exc, "status", None)
+        text = getattr(exc, "error", None) or str(exc)
+        if len(text) > _MAX_LOGGED_ERROR:
+            text = text[:_MAX_LOGGED_ERROR] + "..."
+        with self._lock:
+            self._s["failed"] += count
+            self._s["last_error"] = str(exc)
+            self._failed_unreported += count
+        log.error(
+            "push batch of %d message(s) to queue %r partition %r permanently refused by the broker "
+            "(HTTP %s: %s); not retried, counted as failed",
+            count,
+            self.queue,
+            self.partition or "Default",
+            status,
+            text,
+        )
+
     # ------------------------------------------------------------------ stats
 
     def stats(self) -> Dict[str, Any]:
@@ -414,7 +492,8 @@ class PushBuffer:
 
         Returns:
             ``{queue, partition, unsent (waiting + in flight), waiting, in_flight, pushed,
-            delivered (queued + duplicate + broker-buffered), duplicates, failed (refused items given up),
+            delivered (queued + duplicate + broker-buffered), duplicates, failed (messages given up:
+            in permanently refused batches, or items the broker kept failing),
             batches, retries (failed batch sends), full_timeouts (BufferFullError raised),
             last_error (str or None), oldest_age_millis, closed, options}``.
         """
@@ -432,6 +511,25 @@ class PushBuffer:
                 options=asdict(self.options),
             )
         return out
+
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _outside_stacklevel() -> int:
+    """``stacklevel`` for a ``warnings.warn`` made by the caller of this function that points
+    at the nearest frame outside the queen_sync package (e.g. the user's ``q.close()``), or
+    at the outermost queen_sync frame when there is none (``atexit``, a close thread)."""
+    f = sys._getframe(1)
+    level = 1
+    while f.f_back is not None and os.path.abspath(f.f_code.co_filename).startswith(_PKG_DIR):
+        f = f.f_back
+        level += 1
+    return level
+
+
+def _no_id() -> str:
+    return "-"
 
 
 def _deadline(timeout_millis: Optional[int]) -> Optional[float]:
@@ -455,7 +553,7 @@ def _reset_managers_after_fork() -> None:
 def _close_managers_at_exit() -> None:
     for m in list(_MANAGERS):
         try:
-            m.close()
+            m.close(_at_exit=True)
         except Exception:  # pragma: no cover
             log.exception("error while flushing push buffers at exit")
 
@@ -551,6 +649,10 @@ class BufferManager:
                 % (n, options.max_messages)
             )
         step = options.message_count
+        if n > step:
+            # encoded in chunks below: check every item first so that an error names its
+            # index in the whole list, not in its chunk (ids are not minted for this check)
+            codec.build_push_items(queue, partition, items, _no_id)
         fragments: List[Tuple[bytes, int]] = []
         wire_all: List[Dict[str, Any]] = []
         for start in range(0, n, step):
@@ -577,7 +679,8 @@ class BufferManager:
 
     def flush_all(self, timeout_millis: Optional[int] = None) -> int:
         """Flush every buffer at once and wait (at most ``timeout_millis`` ms in total; None =
-        until delivered). Returns the number of messages still unconfirmed (0 = all delivered)."""
+        until delivered or given up). Returns the number of messages not confirmed (0 = all
+        delivered), counted as in :meth:`PushBuffer.flush`."""
         buffers = self._snapshot()
         targets = []
         for b in buffers:
@@ -587,16 +690,20 @@ class BufferManager:
         left = 0
         for b, target in zip(buffers, targets):
             with b._lock:
-                left += b._flush_wait_locked(target, deadline)
+                left += b._flush_wait_locked(target, deadline) + b._take_failed_locked()
         return left
 
-    def close(self, timeout_millis: Optional[int] = None) -> int:
+    def close(self, timeout_millis: Optional[int] = None, *, _at_exit: bool = False) -> int:
         """Refuse new buffered pushes, flush every buffer for at most ``timeout_millis`` ms
         (default: the manager's close timeout), stop the senders.
 
         Returns:
-            the number of messages that could not be confirmed (also logged at ERROR and
-            stored in :attr:`unsent_on_close`). Idempotent: later calls return that number.
+            the number of messages that could not be confirmed: still unsent, or given up as
+            failed (permanently refused) and not yet returned by a flush. Also logged at
+            ERROR and stored in :attr:`unsent_on_close`; unsent messages are also reported by
+            a :class:`RuntimeWarning` ("queen_sync: N buffered message(s) could not be sent
+            to <urls> before close()" -- "before exit" from the ``atexit`` hook), visible on
+            stderr without any logging setup. Idempotent: later calls return that number.
         """
         with self._lock:
             if self._closed:
@@ -609,13 +716,28 @@ class BufferManager:
             with b._lock:
                 b._closed = True
                 b._request_flush_locked()
-        unsent = sum(b.close(deadline) for b in buffers)
-        self.unsent_on_close = unsent
+        unsent = failed = 0
+        for b in buffers:
+            u, f = b._close(deadline)
+            unsent += u
+            failed += f
+        self.unsent_on_close = unsent + failed
         if unsent:
             log.error(
                 "closing the Queen client: %d buffered message(s) could not be delivered within %d ms", unsent, ms
             )
-        return unsent
+            warnings.warn(
+                "queen_sync: %d buffered message(s) could not be sent to %s before %s"
+                % (unsent, ", ".join(self._transport.urls), "exit" if _at_exit else "close()"),
+                RuntimeWarning,
+                stacklevel=_outside_stacklevel(),
+            )
+        if failed:
+            log.error(
+                "closing the Queen client: %d buffered message(s) were refused by the broker (see earlier errors)",
+                failed,
+            )
+        return unsent + failed
 
     def stats(self) -> Dict[str, Any]:
         """Statistics of every buffer.

@@ -12,7 +12,9 @@ Connections
 Retries (urllib3's own retries are off; :meth:`Transport.request` runs its own loop)
     Delays come from a pluggable :class:`Backoff` (redis-py style: ``compute(failures)``
     returns seconds); the default is :class:`ExponentialBackoff`, capped and with "equal
-    jitter". A ``Retry-After`` header on a 429 / 503 is honoured (seconds, at most 60).
+    jitter". A ``Retry-After`` header on a 429 / 503 is honoured (delta-seconds or an HTTP
+    date) up to ``retry_max_delay_millis`` per attempt (default 10000 ms, also when a custom
+    ``backoff`` is given): a broker asking for 100 s does not block a caller for 100 s.
     Whether a failed attempt is retried depends on what may have happened at the broker:
 
     ==========================  =========  ==============  ===============  ================
@@ -133,7 +135,6 @@ LOAD_BALANCING_STRATEGIES = ("round-robin", "affinity")
 
 _USER_AGENT = "queen-sync/0.1.0"
 _MAX_ERROR_TEXT = 300
-_RETRY_AFTER_CAP_S = 60.0
 _REFUSED_STATUSES = (429, 503)
 
 
@@ -295,8 +296,9 @@ class Transport:
             tried at least once on connection errors).
         retry_delay_millis: first backoff delay in milliseconds; doubles per retry, with jitter
             (ignored when ``backoff`` is given).
-        retry_max_delay_millis: cap of one backoff delay, in milliseconds (ignored when
-            ``backoff`` is given).
+        retry_max_delay_millis: cap of one backoff delay, in milliseconds (ignored by the
+            backoff when ``backoff`` is given); also the most of a 429 / 503 ``Retry-After``
+            that is honoured per attempt (always).
         bearer_token: sent as ``Authorization: Bearer <token>``; never logged nor shown.
         headers: extra request headers, applied after the defaults (they may override them).
         pool_maxsize: connections kept alive per broker host.
@@ -357,6 +359,7 @@ class Transport:
             min(self._timeout_millis, 10000) if connect_timeout_millis is None else connect_timeout_millis
         ) / 1000.0
         self._attempts = retry_attempts
+        self._retry_after_cap_s = retry_max_delay_millis / 1000.0
         self._backoff: Backoff = backoff if backoff is not None else ExponentialBackoff(
             retry_delay_millis, retry_max_delay_millis
         )
@@ -565,7 +568,7 @@ class Transport:
             QueenTimeoutError: a connect or read timeout.
             AuthenticationError: 401 / 403. RouteNotFoundError: 404.
             QueenHTTPError: any other non-2xx reply (``.retry_after`` holds a 429 / 503
-            ``Retry-After`` in seconds, or None).
+            ``Retry-After`` in seconds as sent, uncapped, or None).
         """
         if self._closed.is_set():
             raise ClientClosedError("the Queen client is closed")
@@ -611,7 +614,7 @@ class Transport:
                         order = self._candidates(affinity_key)
                         pos = 0
                 if failed.retry_after is not None:
-                    delay = max(delay, min(failed.retry_after, _RETRY_AFTER_CAP_S))
+                    delay = max(delay, min(failed.retry_after, self._retry_after_cap_s))
                 self._count("retries")
                 nxt = self._urls[order[pos]]
                 # DEBUG, not WARNING: an outage would log every attempt; callers that retry

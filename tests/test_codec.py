@@ -16,7 +16,7 @@ import time
 import types
 import uuid
 from collections.abc import Mapping
-from typing import Any, Iterator
+from typing import Any, Iterator, List
 
 import pytest
 
@@ -235,9 +235,9 @@ def test_encode_push_exact_bodies(backend: types.ModuleType) -> None:
         {"payload": "text", "traceId": TRACE},
         {"data": None, "transactionId": "explicit-1"},
         {"payload": None},
-        {"orderId": 7, "transactionId": "explicit-2"},  # neither data nor payload: the whole dict
-        {"data": {"x": [1, 2.5, True, "é☃𝄞"]}, "payload": "ignored"},
-        {},
+        {"payload": {"orderId": 7}, "transactionId": "explicit-2", "traceId": None},  # None traceId = none
+        {"data": {"x": [1, 2.5, True, "é☃𝄞"]}},
+        {"data": {}},
     ]
     body, wire = backend.encode_push("orders", "acme", items, counter_ids())
     assert body == (
@@ -247,15 +247,14 @@ def test_encode_push_exact_bodies(backend: types.ModuleType) -> None:
         b'"traceId":"7d444840-9dc0-11d1-b245-5ffdce74fad2"},'
         b'{"queue":"orders","partition":"acme","payload":null,"transactionId":"explicit-1"},'
         b'{"queue":"orders","partition":"acme","payload":null,"transactionId":"tx-3"},'
-        b'{"queue":"orders","partition":"acme","payload":{"orderId":7,"transactionId":"explicit-2"},'
-        b'"transactionId":"explicit-2"},'
+        b'{"queue":"orders","partition":"acme","payload":{"orderId":7},"transactionId":"explicit-2"},'
         b'{"queue":"orders","partition":"acme","payload":{"x":[1,2.5,true,"\xc3\xa9\xe2\x98\x83\xf0\x9d\x84\x9e"]},'
         b'"transactionId":"tx-4"},'
         b'{"queue":"orders","partition":"acme","payload":{},"transactionId":"tx-5"}]}'
     )
     assert _json.loads(body) == {"items": wire}
     assert wire[0]["payload"] is items[0]["data"]  # payloads are not copied
-    assert wire[4]["payload"] == items[4] and wire[4]["payload"] is not items[4]
+    assert wire[4]["payload"] is items[4]["payload"]
 
 
 def test_encode_push_without_partition_mints_uuid7(backend: types.ModuleType) -> None:
@@ -293,7 +292,7 @@ class _ReadOnlyMapping(Mapping):
 def test_build_push_items_accepts_any_mapping_and_sequence(backend: types.ModuleType) -> None:
     items = (
         _ReadOnlyMapping(data=1, transactionId="a"),
-        types.MappingProxyType({"b": 2}),
+        types.MappingProxyType({"payload": {"b": 2}}),
         {"payload": 3, "traceId": TRACE},
     )
     wire = backend.build_push_items("q", None, items, counter_ids())
@@ -324,6 +323,47 @@ def test_build_push_items_rejects(backend: types.ModuleType, item: Any) -> None:
         backend.build_push_items("q", None, [{"data": 0}, item], counter_ids())
     with pytest.raises(InvalidInputError):
         backend.encode_push("q", "p", [item])
+
+
+@pytest.mark.parametrize(
+    "item, index, words",
+    [
+        ({"data": 1, "transactionID": "order-42"}, 1, ["item 1", "'transactionID'", "did you mean 'transactionId'"]),
+        ({"data": 1, "trace_id": TRACE}, 1, ["item 1", "'trace_id'", "did you mean 'traceId'"]),
+        ({"orderId": 7}, 1, ["item 1", "'orderId'", "no 'data' (or 'payload')"]),
+        ({"transactionId": "t"}, 1, ["item 1", "no 'data' (or 'payload')"]),
+        ({}, 1, ["item 1", "no 'data' (or 'payload')"]),
+        ({"data": 1, "payload": 2}, 1, ["item 1", "both 'data' and 'payload'"]),
+        ({"data": 1, "extra": 2, 3: 4}, 1, ["item 1", "unknown keys 'extra', 3"]),
+        (types.MappingProxyType({"data": 1, "meta": 2}), 1, ["item 1", "'meta'"]),
+        (_ReadOnlyMapping(payload=1, data=2), 1, ["item 1", "both"]),
+        ("text", 1, ["item 1", "must be a dict", "str"]),
+    ],
+)
+def test_build_push_items_strict_keys(backend: types.ModuleType, item: Any, index: int, words: List[str]) -> None:
+    """Unknown keys, both or neither of data / payload are refused (naming index and keys),
+    before any transactionId is minted, on every push path of the codec."""
+    calls = []
+
+    def ids() -> str:
+        calls.append(1)
+        return "tx"
+
+    for fn in (backend.build_push_items, backend.encode_push, backend.encode_push_fragment, backend.build_tx_push_op):
+        with pytest.raises(InvalidInputError) as info:
+            fn("q", "p", [{"data": 0}, item, {"data": 2}], ids)
+        for w in words:
+            assert w in str(info.value), (fn.__name__, str(info.value))
+    assert calls == []
+
+
+def test_build_push_items_key_error_comes_first(backend: types.ModuleType) -> None:
+    """Items are checked for shape before ids / traceIds: a later unknown key wins over an
+    earlier bad traceId (same order in both backends)."""
+    with pytest.raises(InvalidInputError, match="item 1: unknown key 'x'"):
+        backend.build_push_items("q", None, [{"data": 0, "traceId": "nope"}, {"data": 1, "x": 1}])
+    with pytest.raises(InvalidInputError, match="item 0: traceId"):
+        backend.build_push_items("q", None, [{"data": 0, "traceId": "nope"}, {"data": 1}])
 
 
 def test_build_push_items_rejects_non_sequence(backend: types.ModuleType) -> None:

@@ -137,15 +137,17 @@ safe_values = st.recursive(
     max_leaves=25,
 )
 valid_items = st.lists(
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "data": safe_values,
-            "payload": safe_values,
-            "transactionId": st.none() | st.text(st.characters(codec="utf-8"), min_size=1, max_size=40),
-            "traceId": st.none() | uuids,
-            "extra": safe_values,
-        },
+    st.one_of(
+        *(
+            st.fixed_dictionaries(
+                {payload_key: safe_values},
+                optional={
+                    "transactionId": st.none() | st.text(st.characters(codec="utf-8"), min_size=1, max_size=40),
+                    "traceId": st.none() | uuids,
+                },
+            )
+            for payload_key in ("data", "payload")
+        )
     ),
     max_size=12,
 )
@@ -202,6 +204,41 @@ def test_push_bodies_identical(queue: Any, partition: Any, items: Any) -> None:
     if kind == "ok":
         same("encode_push_items", value)
         same("build_tx_push_op", queue, partition, items, ids=True)
+
+
+def same_error_text(name: str, *args: Any) -> str:
+    """Both backends raise InvalidInputError with the same message; returns it."""
+    texts = []
+    for backend in (PY, CY):
+        with pytest.raises(Exception) as info:
+            getattr(backend, name)(*args, counter_ids())
+        assert info.type.__name__ == "InvalidInputError", (name, info.value)
+        texts.append(str(info.value))
+    assert texts[0] == texts[1], (name, texts)
+    return texts[0]
+
+
+bad_key_items = st.dictionaries(
+    st.sampled_from(["data", "payload", "transactionId", "traceId", "transactionID", "trace_id", "Data", "x"])
+    | st.integers(0, 3) | text,
+    st.none() | st.integers() | uuids,
+    max_size=5,
+).filter(lambda d: sum(k in ("data", "payload") for k in d) != 1 or any(
+    k not in ("data", "payload", "transactionId", "traceId") for k in d))
+
+
+@SETTINGS
+@given(good=st.lists(st.just({"data": 1}), max_size=3), bad=bad_key_items | st.none() | st.integers() | text,
+       tail=valid_items)
+def test_push_item_key_errors_identical(good: Any, bad: Any, tail: Any) -> None:
+    """Strict item keys: both backends refuse the same items with the same text (item index
+    and offending keys named), on every push path."""
+    items = good + [bad] + tail
+    texts = {same_error_text(name, "q", None, items)
+             for name in ("build_push_items", "encode_push", "encode_push_fragment", "build_tx_push_op")}
+    assert len(texts) == 1
+    text = texts.pop()
+    assert text.startswith("item %d: " % len(good)), text
 
 
 @SETTINGS

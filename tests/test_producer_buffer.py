@@ -83,6 +83,32 @@ def test_bad_input_raises_at_push_time(embedded_broker: Any, q: Queen) -> None:
     assert embedded_broker.request_count("POST", "/api/v1/push") == 0
 
 
+@pytest.mark.parametrize(
+    "item, words",
+    [
+        ({"data": 1, "transactionID": "order-42"}, "item 1: unknown key 'transactionID' (did you mean 'transactionId'?)"),
+        ({"orderId": 7}, "item 1: unknown key 'orderId'; no 'data' (or 'payload') key"),
+        ({"data": 1, "payload": 2}, "item 1: both 'data' and 'payload'"),
+    ],
+)
+def test_strict_item_keys_on_every_push_path(embedded_broker: Any, q: Queen, item: dict, words: str) -> None:
+    """A typo'd or ambiguous item is refused before anything is sent or buffered, whether
+    pushed directly, buffered or in a transaction (it used to be pushed with a fresh id)."""
+    items = [{"data": 0}, item]
+    paths = {
+        "push": lambda: q.queue("strict").push(items),
+        "buffered": lambda: q.queue("strict").buffer(1, 1).push(items),
+        "transaction": lambda: q.transaction().queue("strict").push(items),
+    }
+    for name, call in paths.items():
+        with pytest.raises(InvalidInputError) as info:
+            call()
+        assert words in str(info.value), (name, str(info.value))
+    assert q.get_buffer_stats()["totalBufferedMessages"] == 0
+    assert embedded_broker.request_count("POST", "/api/v1/push") == 0
+    assert embedded_broker.messages("strict") == []
+
+
 def test_push_returns_pending_results_with_transaction_ids(embedded_broker: Any, q: Queen) -> None:
     qb = q.queue("ids").partition("p").buffer(5, 600000)
     got = qb.push([{"data": "a"}, {"data": "b", "transactionId": "my-own-id"}])
@@ -123,7 +149,8 @@ def test_full_buffer_raises_then_close_reports_unsent(embedded_broker: Any, capl
     assert q.get_buffer_stats()["buffers"]["full/Default"]["last_error"]
     assert q.flush_all_buffers(20) == 10
     with caplog.at_level(logging.ERROR, logger="queen_sync.producer"):
-        assert q.close(timeout_millis=50) == 10
+        with pytest.warns(RuntimeWarning, match="10 buffered message"):
+            assert q.close(timeout_millis=50) == 10
     assert q.unsent_on_close == 10
     assert q.close() == 10  # idempotent
     assert any("10 buffered message" in r.getMessage() for r in caplog.records)

@@ -101,6 +101,24 @@ def test_refusal_retried_even_for_ack_honouring_retry_after(embedded_broker: Any
         assert pauses == [2.0]
 
 
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({}, 10.0),  # default retry_max_delay_millis
+        ({"retry_max_delay_millis": 250}, 0.25),
+        ({"retry_max_delay_millis": 250, "backoff": NoBackoff()}, 0.25),  # also with a custom backoff
+    ],
+)
+def test_retry_after_capped_by_retry_max_delay(embedded_broker: Any, kwargs: dict, expected: float) -> None:
+    """A 429 ``Retry-After: 100`` must not block the caller for 100 s (nor the former 60 s)."""
+    with Queen(embedded_broker.url, retry_attempts=3, **kwargs) as q:
+        pauses = record_pauses(q)  # records instead of sleeping
+        embedded_broker.faults.add("POST", "/api/v1/push", "status", status=429, retry_after=100, times=1)
+        assert q.queue("cap").push({"data": 1})[0]["status"] == "queued"
+        assert embedded_broker.request_count("POST", "/api/v1/push") == 2
+    assert pauses == [pytest.approx(expected)]
+
+
 def test_retry_after_gives_up_with_error_attribute(embedded_broker: Any) -> None:
     embedded_broker.faults.add("POST", "/api/v1/push", "status", status=429, retry_after=0.01, times=None)
     with Queen(embedded_broker.url, retry_attempts=2, backoff=NoBackoff()) as q:
