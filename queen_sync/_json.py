@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json as _stdjson
 import math as _math
-from typing import Any, Callable, Set
+from typing import Any, Callable, Set, Type
 
 __all__ = ["dumps", "loads", "loads_fallback", "DecodeError", "BACKEND"]
 
@@ -93,12 +93,12 @@ try:  # pragma: no branch - which branch runs depends on the interpreter
 
     dumps = _orjson.dumps
     loads = _orjson.loads
-    DecodeError: type = _orjson.JSONDecodeError
+    DecodeError: Type[ValueError] = _orjson.JSONDecodeError
     BACKEND = "orjson"
 except ImportError:  # pragma: no cover - exercised on interpreters without orjson (and by tests)
     _encoder = _stdjson.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
-    def dumps(obj: Any) -> bytes:  # type: ignore[misc]
+    def dumps(obj: Any) -> bytes:
         try:
             text = _encoder.encode(obj)
         except ValueError:  # NaN / ±inf (or a cycle): write non-finite floats as null, as orjson does

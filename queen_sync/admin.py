@@ -27,6 +27,10 @@ Consumer-group maintenance (delete, subscription timestamp, seek) lives in
 :mod:`queen_sync.tracing`. The admin object offers them too, under the official names.
 """
 
+# mypy: no-warn-return-any
+# (methods return the broker's decoded JSON body, typed Any by ``call``, as the documented
+# dict / list shape of a real 0.15 broker; they pass it on unchanged)
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -35,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 from urllib.parse import quote
 
 from . import codec
-from ._validate import bool_arg as _bool_arg  # also imported from here by groups.py
-from ._validate import int_arg as _int_arg  # also imported from here by dlq.py
+from ._validate import bool_arg as _bool_arg
+from ._validate import int_arg as _int_arg
 from ._validate import timestamp_arg
 from .builders import QUEUE_OPTION_DEFAULTS, validate_name
 from .errors import BrokerError, InvalidInputError, ProtocolError, QueenHTTPError, RouteNotFoundError
@@ -204,7 +208,7 @@ UNREADABLE_QUEUE_OPTIONS = tuple(k for k in QUEUE_OPTION_DEFAULTS if k not in RE
 
 
 def _known_options(client: "Queen") -> Dict[str, Dict[str, Any]]:
-    cache = client.__dict__.get("_queen_sync_queue_options")
+    cache: Optional[Dict[str, Dict[str, Any]]] = client.__dict__.get("_queen_sync_queue_options")
     if cache is None:
         cache = client.__dict__.setdefault("_queen_sync_queue_options", {})
     return cache
@@ -241,6 +245,11 @@ def update_queue_config(
 
     Returns:
         the configure reply ``{configured, queue, queueId, partitionId, namespace, task, options}``.
+
+    Raises:
+        BrokerError: the broker refused the status read (other than ``Queue not found``) or
+            the configure.
+        ProtocolError: a reply has an unexpected shape (the configure reply is not an object).
     """
     from .builders import QueueBuilder  # the builder validates and normalises option keys
 
@@ -258,7 +267,8 @@ def update_queue_config(
         qd = detail.get("queue") if isinstance(detail, dict) else None
         if not isinstance(qd, dict):
             raise ProtocolError("queue status reply has no 'queue' object")
-        cfg = qd.get("config") if isinstance(qd.get("config"), dict) else {}
+        raw_cfg = qd.get("config")
+        cfg = raw_cfg if isinstance(raw_cfg, dict) else {}
         for opt in UNREADABLE_QUEUE_OPTIONS:
             if opt in remembered:
                 merged[opt] = remembered[opt]
@@ -286,6 +296,8 @@ def update_queue_config(
         body["task"] = tk
     body["options"] = merged
     reply = call(client, "POST", "/api/v1/configure", body=body, what="configure of queue %r" % queue, idempotent=True)
+    if not isinstance(reply, dict):  # a Queen broker always answers a JSON object here
+        raise ProtocolError("configure of queue %r: the reply is not a JSON object" % queue)
     remember_queue_options(client, reply)
     return reply
 

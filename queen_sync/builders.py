@@ -19,7 +19,7 @@ import copy
 import datetime as _dt
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union, overload
 
 from . import codec
 from ._validate import bool_arg as _bool_arg
@@ -29,7 +29,7 @@ from .errors import BrokerError, InvalidInputError, ProtocolError, TransactionEr
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Queen
-    from .consumer import ConsumeResult
+    from .consumer import ConsumeResult, Consumer
     from .dlq import DLQBuilder
 
 __all__ = [
@@ -360,6 +360,7 @@ class QueueBuilder:
 
         Raises:
             BrokerError: the broker answered with ``error`` / ``success: false``.
+            ProtocolError: the reply is not a JSON object.
 
         Wire: ``POST /api/v1/configure`` ``{queue, namespace?, task?, options}``.
         """
@@ -372,8 +373,7 @@ class QueueBuilder:
         options.update(self._config)
         body_doc["options"] = options
         resp = self._client._request("POST", "/api/v1/configure", body=codec.encode_json(body_doc), idempotent=True)
-        doc = codec.decode_json(resp.data)
-        _raise_if_refused(doc, "configure of queue %r" % self._name, resp.status)
+        doc = _accepted_dict(codec.decode_json(resp.data), "configure of queue %r" % self._name, resp.status, resp.data)
         from .admin import remember_queue_options  # for update_config(): see admin.py
 
         remember_queue_options(self._client, doc)
@@ -424,11 +424,14 @@ class QueueBuilder:
         Returns:
             ``{deleted: True, existed: bool, queue}``.
 
+        Raises:
+            BrokerError: the broker answered with ``error`` / ``success: false``.
+            ProtocolError: the reply is not a JSON object.
+
         Wire: ``DELETE /api/v1/resources/queues/{queue}``.
         """
         resp = self._client._request("DELETE", "/api/v1/resources/queues/%s" % self._name, idempotent=True)
-        doc = codec.decode_json(resp.data)
-        _raise_if_refused(doc, "delete of queue %r" % self._name, resp.status)
+        doc = _accepted_dict(codec.decode_json(resp.data), "delete of queue %r" % self._name, resp.status, resp.data)
         from .admin import forget_queue_options  # for update_config(): see admin.py
 
         forget_queue_options(self._client, self._name)
@@ -703,6 +706,39 @@ class QueueBuilder:
         """
         return execute_pop(self._client, self.pop_spec())
 
+    @overload
+    def consume(
+        self,
+        handler: Callable[[Any], Any],
+        *,
+        stop_event: Optional[Any] = ...,
+        background: Literal[False] = ...,
+        handle_signals: bool = ...,
+        drain_timeout: float = ...,
+    ) -> "ConsumeResult": ...
+
+    @overload
+    def consume(
+        self,
+        handler: Callable[[Any], Any],
+        *,
+        stop_event: Optional[Any] = ...,
+        background: Literal[True],
+        handle_signals: bool = ...,
+        drain_timeout: float = ...,
+    ) -> "Consumer": ...
+
+    @overload
+    def consume(
+        self,
+        handler: Callable[[Any], Any],
+        *,
+        stop_event: Optional[Any] = ...,
+        background: bool,
+        handle_signals: bool = ...,
+        drain_timeout: float = ...,
+    ) -> Union["ConsumeResult", "Consumer"]: ...
+
     def consume(
         self,
         handler: Callable[[Any], Any],
@@ -711,7 +747,7 @@ class QueueBuilder:
         background: bool = False,
         handle_signals: bool = False,
         drain_timeout: float = 30.0,
-    ) -> Any:
+    ) -> Union["ConsumeResult", "Consumer"]:
         """Consume with ``concurrency`` handler threads until ``limit`` messages, ``idle_millis``
         without a message, ``stop_event`` (a ``threading.Event``) is set, the client is
         closed, or a stop (:meth:`Consumer.stop`, KeyboardInterrupt, or a signal with
@@ -781,10 +817,16 @@ class QueueBuilder:
         return consumer.run()
 
 
-def _raise_if_refused(doc: Any, what: str, status: int) -> None:
+def _accepted_dict(doc: Any, what: str, status: int, raw: bytes) -> Dict[str, Any]:
+    """Return the decoded reply ``doc`` of a configure / delete call when it is a JSON object
+    the broker did not refuse. Raises BrokerError (``{"error": ...}`` or ``success: false``)
+    or ProtocolError (not a JSON object: a Queen broker always answers one)."""
     if isinstance(doc, dict) and (doc.get("error") is not None or doc.get("success") is False):
         err = doc.get("error")
         raise BrokerError("%s refused by the broker: %s" % (what, err), status=status, error=err, body=doc)
+    if not isinstance(doc, dict):
+        raise ProtocolError("%s: the reply is not a JSON object" % what, raw)
+    return doc
 
 
 # --------------------------------------------------------------------------- transactions
@@ -844,7 +886,7 @@ class TransactionBuilder:
     def ack(
         self,
         messages: Union[Message, Sequence[Message]],
-        status: Any = "completed",
+        status: Union[bool, str] = "completed",
         context: Optional[Mapping[str, Any]] = None,
     ) -> "TransactionBuilder":
         """Add an ack of one message or a list.

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast, overload
 from urllib.parse import urlsplit
 
 from . import codec
@@ -346,7 +346,7 @@ class Queen:
             from .admin import Admin
 
             adm = self.__dict__.setdefault("_admin", Admin(self))
-        return adm
+        return cast("Admin", adm)
 
     def trace(
         self,
@@ -386,10 +386,20 @@ class Queen:
 
     # ------------------------------------------------------------------ ack
 
+    @overload
+    def ack(
+        self, message: Message, status: Union[bool, str] = ..., context: Optional[Mapping[str, Any]] = ...
+    ) -> Dict[str, Any]: ...
+
+    @overload
+    def ack(
+        self, message: Sequence[Message], status: Union[bool, str] = ..., context: Optional[Mapping[str, Any]] = ...
+    ) -> List[Dict[str, Any]]: ...
+
     def ack(
         self,
         message: Union[Message, Sequence[Message]],
-        status: Any = True,
+        status: Union[bool, str] = True,
         context: Optional[Mapping[str, Any]] = None,
     ) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
         """Acknowledge (or nack) one popped message or a list of them.
@@ -485,6 +495,15 @@ class Queen:
 
     # ------------------------------------------------------------------ renew
 
+    # a str is also a Sequence[str]; the first overload wins for it, as at run time
+    @overload
+    def renew(  # type: ignore[overload-overlap]
+        self, target: Union[str, Message], seconds: Optional[int] = ...
+    ) -> Dict[str, Any]: ...
+
+    @overload
+    def renew(self, target: Sequence[Union[str, Message]], seconds: Optional[int] = ...) -> List[Dict[str, Any]]: ...
+
     def renew(
         self,
         target: Union[str, Message, Sequence[Union[str, Message]]],
@@ -522,9 +541,9 @@ class Queen:
                     raise InvalidInputError("renew item %d: the message has no leaseId (popped with auto-ack?)" % i)
             else:
                 lease = t
-            validate_path_token("lease id", lease)
-            if lease not in lease_ids:
-                lease_ids.append(lease)
+            lease_id = validate_path_token("lease id", lease)  # the same str, now typed as one
+            if lease_id not in lease_ids:
+                lease_ids.append(lease_id)
         if not lease_ids:
             return []
         results: List[Dict[str, Any]] = []

@@ -10,13 +10,16 @@ Every wire body of the client is built and read through the names re-exported he
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from . import _pycodec
 
 _log = logging.getLogger("queen_sync.codec")
+_CCODEC = __name__.rpartition(".")[0] + "._ccodec"
 
 __all__ = ["BACKEND", "IMPL", "is_compiled", "load_backend"] + list(_pycodec.__all__)
 
@@ -31,9 +34,9 @@ def load_backend(name: str) -> ModuleType:
     if name == "python":
         return _pycodec
     if name == "cython":
-        from . import _ccodec  # type: ignore[attr-defined]
-
-        return _ccodec
+        # import_module, not ``from . import _ccodec``: a missing module must raise
+        # ModuleNotFoundError (the from-import turns it into a plain ImportError)
+        return importlib.import_module(_CCODEC)
     raise ValueError("unknown codec backend %r" % (name,))
 
 
@@ -45,7 +48,8 @@ def _select() -> ModuleType:
     try:
         return load_backend("cython")
     except ImportError as exc:
-        if not isinstance(exc, ModuleNotFoundError):  # built, but does not load: worth a word
+        # not built: silent; built but not loadable (or missing a module it needs): worth a word
+        if not (isinstance(exc, ModuleNotFoundError) and exc.name == _CCODEC):
             _log.warning("compiled codec queen_sync._ccodec failed to import (%s); using the pure-Python codec", exc)
         if _truthy("QUEEN_SYNC_REQUIRE_EXTENSIONS"):
             raise ImportError(
@@ -62,6 +66,9 @@ def is_compiled() -> bool:
     """True when the compiled (Cython) codec is active."""
     return BACKEND == "cython"
 
+
+if TYPE_CHECKING:  # the names below, as type checkers should see them (same API in both backends)
+    from ._pycodec import *  # noqa: F401,F403
 
 for _name in _pycodec.__all__:
     globals()[_name] = getattr(IMPL, _name)

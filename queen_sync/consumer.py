@@ -309,7 +309,7 @@ def _maybe_sent(exc: BaseException) -> bool:
 
 def _backoff(attempt: int) -> float:
     """Capped exponential backoff with equal jitter, in seconds: in [d/2, d]."""
-    d = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * (2 ** min(attempt, 20)))
+    d: float = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * (2 ** min(attempt, 20)))
     return d / 2.0 + random.random() * d / 2.0
 
 
@@ -949,10 +949,10 @@ class Consumer:
             elif not spec.wait:
                 self._stop_evt.wait(_NO_WAIT_PAUSE_S)
 
-    def _dispatch(self, messages: List[Message]) -> None:
+    def _dispatch(self, popped: List[Message]) -> None:
         """Split one pop per partition into lanes (or release it when stopping)."""
         # handlers get queen_sync.Message objects (dicts that can record traces on themselves)
-        messages = bind_messages(self._client, messages)
+        messages = bind_messages(self._client, popped)
         by_pid: "collections.OrderedDict[Any, List[Message]]" = collections.OrderedDict()
         for m in messages:
             by_pid.setdefault(m.get("partitionId") or m.get("partition"), []).append(m)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from .admin import _int_arg, _query, call
+from ._validate import int_arg as _int_arg
+from .admin import _query, call
 from .builders import validate_name
 from .errors import ProtocolError
 

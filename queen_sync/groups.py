@@ -13,11 +13,16 @@ Names must be URL-safe (``[A-Za-z0-9._~-]``); bad input raises InvalidInputError
 anything is sent. A refusal in a 200 body raises BrokerError.
 """
 
+# mypy: no-warn-return-any
+# (methods return the broker's decoded JSON body, typed Any by ``call``, as the documented
+# dict / list shape of a real 0.15 broker; they pass it on unchanged)
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
-from .admin import Timestamp, _bool_arg, _query, call, iso_timestamp
+from ._validate import bool_arg as _bool_arg
+from .admin import Timestamp, _query, call, iso_timestamp
 from .builders import validate_name
 from .errors import InvalidInputError
 

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import importlib
 import logging
 import os
 import sys
@@ -214,6 +215,7 @@ class PushBuffer:
         count = sum(c for _, c in fragments)
         nbytes = sum(len(f) for f, _ in fragments)
         limit = self.options.max_messages
+        assert limit is not None  # BufferOptions.__post_init__ fills in the default
         with self._lock:
             if self._closed:
                 raise ClientClosedError("the Queen client (push buffer of %s) is closed" % self._affinity)
@@ -643,6 +645,7 @@ class BufferManager:
         if self._closed:
             raise ClientClosedError("the Queen client is closed")
         n = len(items)
+        assert options.max_messages is not None  # BufferOptions.__post_init__ fills in the default
         if n > options.max_messages:
             raise InvalidInputError(
                 "push of %d items exceeds the buffer bound max_messages=%d; push them unbuffered or raise the bound"
@@ -775,7 +778,8 @@ def _warn_uwsgi_without_threads() -> None:
         return
     _uwsgi_checked = True
     try:
-        import uwsgi  # type: ignore[import-not-found]
+        # importable only inside a uWSGI worker; by name, so no type checker looks for its stubs
+        uwsgi = importlib.import_module("uwsgi")
     except ImportError:
         return
     try:

@@ -91,10 +91,11 @@ def trace(
         "eventType": event_type,
         "data": dict(data),
     }
-    return call(client, "POST", "/api/v1/traces", body=body, what="trace of message %s" % tx)
+    reply: Dict[str, Any] = call(client, "POST", "/api/v1/traces", body=body, what="trace of message %s" % tx)
+    return reply
 
 
-class Message(dict):
+class Message(Dict[str, Any]):
     """A message dict (exactly the broker's keys) that can record traces on itself.
 
     The consume loop hands these to handlers; they compare, serialise and behave like the

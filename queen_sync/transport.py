@@ -77,7 +77,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 from urllib.parse import urlencode
 
 import urllib3
@@ -198,7 +198,7 @@ class ExponentialBackoff(Backoff):
         self._jitter = jitter
 
     def compute(self, failures: int) -> float:
-        d = min(self._cap, self._base * (2 ** min(max(0, failures), 30)))
+        d: float = min(self._cap, self._base * (2 ** min(max(0, failures), 30)))
         if self._jitter == "equal":
             return d / 2.0 + random.random() * d / 2.0
         if self._jitter == "full":
@@ -777,7 +777,7 @@ def _http_error(method: str, path: str, base: str, status: int, data: bytes) -> 
         body = data.decode("utf-8", "replace")[:2048] if data else None
     shown = text if text is not None else (str(body)[:_MAX_ERROR_TEXT] if body else "")
     if status in (401, 403):
-        cls: type = AuthenticationError
+        cls: Type[QueenHTTPError] = AuthenticationError
         msg = "%s %s: the Queen broker at %s refused the credentials (HTTP %d)" % (method, path, base, status)
     elif status == 404:
         cls = RouteNotFoundError

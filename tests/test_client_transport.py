@@ -360,6 +360,25 @@ def test_non_json_reply_is_protocol_error(stub: Stub, sq: Queen) -> None:
         sq.queue("orders").pop()
 
 
+def test_configure_and_delete_replies_must_be_objects(stub: Stub, sq: Queen) -> None:
+    # create()/delete() are typed to return a dict: valid JSON that is not an object
+    # (here a list and a string, answered with 200) is a protocol error, not a return value
+    stub.reply(200, b"[]")
+    with pytest.raises(ProtocolError, match="configure of queue 'orders'"):
+        sq.queue("orders").create()
+    stub.reply(200, b'"ok"')
+    with pytest.raises(ProtocolError, match="delete of queue 'orders'"):
+        sq.queue("orders").delete()
+    stub.reply(200, b'{"deleted": true, "existed": false, "queue": "orders"}')
+    assert sq.queue("orders").delete() == {"deleted": True, "existed": False, "queue": "orders"}
+    # update_config(): the status read is fine, the configure reply is not an object
+    stub.reply(200, b'{"queue": {"name": "orders", "config": {"leaseTime": 60}}}')
+    stub.reply(200, b"[]")
+    with pytest.raises(ProtocolError, match="configure of queue 'orders'"):
+        sq.queue("orders").update_config({"retry_limit": 2})
+    assert [r["path"] for r in stub.requests[-2:]] == ["/api/v1/status/queues/orders", "/api/v1/configure"]
+
+
 # --------------------------------------------------------------------------- connection faults
 
 

@@ -258,7 +258,7 @@ class _AdminRoutes(object):
         with self.st.lock:
             created = [m.created for q in self.st.queues.values() for p in q.partitions.values()
                        for m in p.messages]
-        points = []
+        points: List[Dict[str, Any]] = []
         t = (frm // hour + 1) * hour
         while t <= to and len(points) < 1000:
             points.append({"timestamp": fmt_ms(t), "messages": sum(1 for c in created if t <= c < t + hour)})
@@ -454,7 +454,7 @@ class _AdminRoutes(object):
         min_lag = _int(params.get("minLagSeconds"), 3600)
         now = now_us()
         with self.st.lock:
-            out = []
+            out: List[Dict[str, Any]] = []
             for q in self.st.queues.values():
                 for p in q.partitions.values():
                     for g, r in p.rows.items():

@@ -212,7 +212,7 @@ def _int(v: Optional[str], default: int) -> int:
 class _Headers(dict):
     """Request headers keyed by lower-case name; ``get`` is case-insensitive."""
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         return dict.get(self, key.lower(), default)
 
 
@@ -221,6 +221,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "uWebSockets/20"
     sys_version = ""
     server: "_Server"
+    raw_requestline: bytes  # set by BaseHTTPRequestHandler.handle_one_request (not in typeshed)
 
     def setup(self) -> None:
         BaseHTTPRequestHandler.setup(self)

@@ -12,7 +12,7 @@ import bisect
 import logging
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ._util import fmt_ms, fmt_us, is_uuid, now_us, parse_ts_us, uuid4, uuid7
 
@@ -348,14 +348,14 @@ class BrokerState(object):
         with self.lock:
             now = now_us()
             out = []
-            touched = set()
+            touched: Set[str] = set()
             for idx, it in enumerate(items):
                 out.append(self._push_one(idx, it, now, None, touched))
             for qn in touched:
                 self._notify(qn)
         return 200, out
 
-    def _push_one(self, idx: int, it: dict, now: int, journal: Optional[Journal], touched: set) -> dict:
+    def _push_one(self, idx: int, it: dict, now: int, journal: Optional[Journal], touched: Set[str]) -> dict:
         qname = it["queue"]
         q = self._get_or_create_queue(qname, now, journal)
         p = self._get_or_create_partition(q, it.get("partition") or "Default", now, journal)
@@ -541,7 +541,7 @@ class BrokerState(object):
     def ack(self, items: List[dict], group_override: Optional[str] = None, batch_route: bool = False) -> Reply:
         """``POST /api/v1/ack`` (one item) or ``/ack/batch``; returns the per-item result list."""
         results = []
-        touched = set()
+        touched: Set[str] = set()
         with self.lock:
             now = now_us()
             for idx, it in enumerate(items):
@@ -552,7 +552,7 @@ class BrokerState(object):
                 self._notify(qn)
         return 200, results
 
-    def _ack_one(self, idx: int, it: dict, group: str, now: int, touched: set) -> dict:
+    def _ack_one(self, idx: int, it: dict, group: str, now: int, touched: Set[str]) -> dict:
         txid = it.get("transactionId")
         pid = it.get("partitionId")
         status = it.get("status", "completed")
@@ -670,7 +670,7 @@ class BrokerState(object):
         """``POST /api/v1/transaction``: all-or-nothing pushes and acks."""
         tx_id = uuid4()
         journal = Journal()
-        touched: set = set()
+        touched: Set[str] = set()
         with self.lock:
             self._journal = journal
             try:
@@ -678,7 +678,7 @@ class BrokerState(object):
             finally:
                 self._journal = None
 
-    def _transaction_locked(self, operations: List[Any], tx_id: str, journal: Journal, touched: set) -> Reply:
+    def _transaction_locked(self, operations: List[Any], tx_id: str, journal: Journal, touched: Set[str]) -> Reply:
         results: List[dict] = []
         now = now_us()
         error: Optional[str] = None
@@ -687,7 +687,8 @@ class BrokerState(object):
             op = op if isinstance(op, dict) else {}
             typ = op.get("type")
             if typ == "push":
-                items = op.get("items") if isinstance(op.get("items"), list) else []
+                raw_items = op.get("items")
+                items = raw_items if isinstance(raw_items, list) else []
                 dup = False
                 for it in items:
                     it = it if isinstance(it, dict) else {}
@@ -738,7 +739,7 @@ class BrokerState(object):
             self._notify(qn)
         return 200, {"success": True, "transactionId": tx_id, "results": results}
 
-    def _tx_ack(self, idx: int, op: dict, now: int, journal: Journal, touched: set) -> Tuple[dict, Optional[str]]:
+    def _tx_ack(self, idx: int, op: dict, now: int, journal: Journal, touched: Set[str]) -> Tuple[dict, Optional[str]]:
         txid = op.get("transactionId")
         res = {"index": idx, "type": "ack", "success": False, "transactionId": txid, "error": None, "dlq": False}
         group = op.get("consumerGroup") or QUEUE_MODE

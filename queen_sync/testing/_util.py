@@ -8,8 +8,10 @@ import threading
 import time
 import uuid
 from datetime import datetime, timezone
+from types import ModuleType
 from typing import Any, Dict, Optional, Tuple
 
+_orjson: Optional[ModuleType]
 try:  # orjson is a runtime dependency of queen_sync, but stay usable without it
     import orjson as _orjson
 except ImportError:  # pragma: no cover - exercised only without orjson

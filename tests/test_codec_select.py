@@ -1,0 +1,54 @@
+"""Codec backend selection on installs without a working compiled codec (child interpreters
+importing a copy of the package, so the tree under test is never altered)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import queen_sync
+
+_CHILD = """
+import logging
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+import queen_sync
+print(queen_sync.codec_backend)
+"""
+
+
+def _copy_package(dest: Path) -> Path:
+    """A copy of the queen_sync sources under ``dest`` without any compiled module."""
+    src = Path(queen_sync.__file__).resolve().parent
+    shutil.copytree(src, dest / "queen_sync", ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    return dest / "queen_sync"
+
+
+def _run_child(root: Path) -> "subprocess.CompletedProcess[str]":
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEEN_SYNC_")}
+    env["PYTHONPATH"] = str(root)
+    return subprocess.run(
+        [sys.executable, "-c", _CHILD], env=env, cwd=str(root), capture_output=True, text=True, timeout=60
+    )
+
+
+def test_no_compiled_codec_is_silent(tmp_path: Path) -> None:
+    # a pure install (PyPy, sdist built without a compiler) must not warn on import
+    _copy_package(tmp_path)
+    out = _run_child(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "python"
+    assert "queen_sync.codec" not in out.stderr, out.stderr
+
+
+def test_broken_compiled_codec_warns(tmp_path: Path) -> None:
+    # a compiled module that exists but cannot load is worth a warning (then the pure codec)
+    pkg = _copy_package(tmp_path)
+    (pkg / ("_ccodec" + sysconfig.get_config_var("EXT_SUFFIX"))).write_bytes(b"not a shared object")
+    out = _run_child(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "python"
+    assert "WARNING queen_sync.codec compiled codec queen_sync._ccodec failed to import" in out.stderr, out.stderr
