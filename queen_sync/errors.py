@@ -149,8 +149,14 @@ class TransactionError(BrokerError):
 
     Attributes:
         result: the broker's full reply dict (``success: false``, ``error``, ``results``).
+        maybe_committed: True when this rejection answers a *retried* commit whose earlier
+            attempt may have been applied (its reply was lost) and the rejection is what such
+            an earlier commit causes (its push ``transactionId`` s already exist, or its ack's
+            lease is gone): the earlier attempt was most likely committed, treat it as done.
+            False otherwise (then nothing of the transaction was ever applied).
     """
 
-    def __init__(self, message: str, *, result: Any = None, **kw: Any) -> None:
+    def __init__(self, message: str, *, result: Any = None, maybe_committed: bool = False, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.result = result
+        self.maybe_committed = maybe_committed
