@@ -657,9 +657,14 @@ class QueueBuilder:
 
     def renew_lease(self, enabled: bool = True, interval_millis: Optional[int] = None) -> "QueueBuilder":
         """consume(): keep the leases of unfinished messages alive while they wait or are
-        handled, renewing every ``interval_millis`` **milliseconds** (default 10000; keep it
-        well under the queue's ``leaseTime``). Each renewal asks for max(5, 3 × interval)
-        seconds. Wire: ``POST /api/v1/lease/{leaseId}/extend`` ``{"seconds": N}``."""
+        handled, renewing at least every ``interval_millis`` **milliseconds** (default
+        10000). Each renewal asks for max(5, 3 × interval) seconds. The first renewal of a
+        pop's lease is sent min(interval, 500 ms) after the pop (the queue's ``leaseTime``
+        may be shorter than the interval), the next ones at half the time the broker's
+        ``expiresAt`` leaves, at most ``interval_millis`` apart. A lease already expired at its
+        first renewal is logged (WARNING, once per consumer): then shorten the interval or
+        lengthen the queue's ``leaseTime``.
+        Wire: ``POST /api/v1/lease/{leaseId}/extend`` ``{"seconds": N}``."""
         _bool_arg("renew_lease enabled", enabled)
         if interval_millis is not None:
             _int_arg("interval_millis", interval_millis, 1)
@@ -786,7 +791,9 @@ class QueueBuilder:
         ``"unreachable"`` and the last connection error is raised (blocking) or kept in
         ``Consumer.error`` and re-raised by ``join()`` (background): a cron job can tell
         "no work" (reason ``"idle"``) from "broker down". ``Queen.close()`` stops the
-        client's consumers gracefully (in-flight handlers finish and are acked) first.
+        client's consumers gracefully (in-flight handlers finish and are acked) first, within
+        its one close deadline (a handler still running then is abandoned; the broker
+        redelivers its message after the lease expires).
 
         Args:
             handler: callable taking a message dict (``each()`` / ``batch(1)``) or a **list**
@@ -800,7 +807,12 @@ class QueueBuilder:
                 previous handlers afterwards (main thread only, else InvalidInputError).
                 Default False: no signal handler is installed.
             drain_timeout: **seconds** a stop waits for popped messages to be handled and
-                acked (default 30.0).
+                acked (default 30.0). Then the messages no handler got are released, except
+                those queued behind a still-running handler of the same partition: they are
+                released once it returns. The blocking form returns at the end of the drain;
+                handlers still running then finish in the background (their acks and those
+                releases are not in the returned counts: use ``background=True`` and
+                ``join()`` for the final ones).
 
         Returns:
             a :class:`~queen_sync.consumer.ConsumeResult` (counts and stop reason), or the

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast, overload
 from urllib.parse import urlsplit
@@ -29,6 +30,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Queen"]
 
 log = logging.getLogger("queen_sync.client")
+
+#: Shortest buffered-push flush :meth:`Queen.close` gives, in milliseconds, even when the
+#: consumer drain used up the close timeout.
+MIN_CLOSE_FLUSH_MILLIS = 250
 
 Message = Dict[str, Any]
 _UrlArg = Union[str, Sequence[str], None]
@@ -100,8 +105,8 @@ class Queen:
             ``"affinity"`` (consistent hashing on queue/partition/consumer group).
         affinity_hash_ring: virtual nodes per URL for ``"affinity"`` (default 128).
         health_retry_after_millis: a failed URL is skipped for this many milliseconds (default 5000).
-        close_timeout_millis: bound of the buffered-push flush done by :meth:`close`, in
-            milliseconds (default 30000).
+        close_timeout_millis: bound of the whole :meth:`close` (consumer drain, final acks /
+            releases and buffered-push flush share it), in milliseconds (default 30000).
 
     Retry safety per call is listed in :mod:`queen_sync.transport`; buffered pushes in
     :mod:`queen_sync.producer`.
@@ -160,6 +165,7 @@ class Queen:
         self._closing = False  # close() started (consumers draining); _closed comes after
         self._close_done = threading.Event()
         self._close_timeout_millis = close_timeout_millis
+        self._close_deadline: Optional[float] = None  # time.monotonic() deadline of the first close()
 
     # ------------------------------------------------------------------ basics
 
@@ -196,22 +202,28 @@ class Queen:
         connection pool. Idempotent and safe from any thread; after it, every call raises
         :class:`ClientClosedError`.
 
-        In order: (1) every consumer of this client running in this process (``consume()``,
-        blocking or background) stops fetching, its in-flight handlers finish and are acked,
-        messages not yet handled are released (ack status ``retry``), waiting at most
-        ``timeout_millis`` (plus a few seconds for those releases) — reason ``"closed"``;
-        (2) buffered pushes are flushed, at most ``timeout_millis``; (3) the connections
-        are closed.
+        Everything shares one deadline, ``timeout_millis`` from the call. In order: (1) every
+        consumer of this client running in this process (``consume()``, blocking or
+        background) stops fetching (reason ``"closed"``); its in-flight handlers finish and
+        are acked; messages no handler got by the drain deadline (the close deadline minus a
+        reserve of up to 1 s, at most a quarter of the timeout) are released (ack status
+        ``retry``) while the transport is still open. A handler still running at the close
+        deadline is abandoned: its ack (and the release of the messages of its partition
+        queued behind it) fails once the transport is closed, and the broker redelivers
+        those messages when their lease expires. (2) Buffered pushes are flushed with the
+        time left, at least :data:`MIN_CLOSE_FLUSH_MILLIS` (250 ms). (3) The connections are
+        closed. So close() returns within ``timeout_millis`` + 250 ms (plus the time a
+        send already under way needs to give up).
 
         Called from inside a handler (or callback) of a consumer of this client, it does not
         wait for that handler: it requests the stops and returns 0 at once, and a
-        ``queen-close`` thread finishes (1)-(3) once the handler has returned and been acked
-        (see :attr:`unsent_on_close`). A call while another close is under way waits for
-        it (from a consumer thread: returns at once).
+        ``queen-close`` thread finishes (1)-(3) once the handler has returned and been acked,
+        or at the deadline (see :attr:`unsent_on_close`). A call while another close is under
+        way waits for it (from a consumer thread: returns at once).
 
         Args:
-            timeout_millis: bound of the consumer drain and of the buffer flush, each in
-                milliseconds (default: the ``close_timeout_millis`` option, 30000).
+            timeout_millis: bound of the whole close, in milliseconds (default: the
+                ``close_timeout_millis`` option, 30000).
 
         Returns:
             the number of buffered messages that could not be delivered in time (0 = none);
@@ -224,28 +236,34 @@ class Queen:
         from .consumer import in_consumer_thread, stop_consumers_for_close
 
         limit = self._close_timeout_millis if timeout_millis is None else int_arg("timeout_millis", timeout_millis, 0)
+        deadline = time.monotonic() + limit / 1000.0
         own = in_consumer_thread(self)
         with self._close_lock:
             first = not self._closing
             self._closing = True
+            if first:
+                self._close_deadline = deadline
         if not first:
             if not own:
-                self._close_done.wait(2 * limit / 1000.0 + 10.0)
+                # the first close ends by its deadline (+ the flush minimum and a margin)
+                until = min(deadline, self._close_deadline) if self._close_deadline else deadline
+                self._close_done.wait(max(0.0, until - time.monotonic()) + MIN_CLOSE_FLUSH_MILLIS / 1000.0 + 5.0)
             return self._producer.unsent_on_close or 0
         try:
-            wait_consumers = stop_consumers_for_close(self, limit)
+            wait_consumers = stop_consumers_for_close(self, limit, deadline)
         except BaseException:
-            self._finish_close(lambda: None, timeout_millis)
+            self._finish_close(lambda: None, deadline)
             raise
         if own:
             threading.Thread(
-                target=self._finish_close, args=(wait_consumers, timeout_millis), name="queen-close"
+                target=self._finish_close, args=(wait_consumers, deadline), name="queen-close"
             ).start()
             return 0
-        return self._finish_close(wait_consumers, timeout_millis)
+        return self._finish_close(wait_consumers, deadline)
 
-    def _finish_close(self, wait_consumers: Any, timeout_millis: Optional[int]) -> int:
-        """Steps (2)-(3) of :meth:`close` after waiting for the consumers (bounded)."""
+    def _finish_close(self, wait_consumers: Any, deadline: float) -> int:
+        """Steps (2)-(3) of :meth:`close` after waiting for the consumers (until ``deadline``,
+        a ``time.monotonic()`` value)."""
         unsent = 0
         try:
             wait_consumers()
@@ -253,7 +271,8 @@ class Queen:
             with self._close_lock:
                 self._closed = True
             try:
-                unsent = self._producer.close(timeout_millis)
+                left_ms = int(max(0.0, deadline - time.monotonic()) * 1000.0)
+                unsent = self._producer.close(max(MIN_CLOSE_FLUSH_MILLIS, left_ms))
             finally:
                 self._transport.close()
                 self._close_done.set()

@@ -17,13 +17,18 @@ A :class:`Consumer` runs three kinds of threads:
   order equals push order and two messages of one partition are never handled at the
   same time, while different partitions run in parallel.
 * with ``renew_lease(True)``, a **renewer** extends every lease that still has unfinished
-  messages (queued or in a handler) every ``interval_millis``
-  (``POST /api/v1/lease/{leaseId}/extend`` ``{"seconds": N}``, N = max(5, 3 × interval)
-  seconds; the broker keeps the later of the current expiry and now + N). A renewal the
-  broker refuses (``Lease not found`` / ``Lease already expired``) is logged with the
-  message ids and counted; the lease's messages are then **lost to this consumer**: the
-  queued ones are not handled, and the ones in a handler are not acked (the broker
-  redelivers them, and an ack with a dead lease could only be refused).
+  messages (queued or in a handler) (``POST /api/v1/lease/{leaseId}/extend``
+  ``{"seconds": N}``, N = max(5, 3 × interval) seconds; the broker keeps the later of the
+  current expiry and now + N). The pop reply does not tell the queue's ``leaseTime``, which
+  may be shorter than the interval, so the **first** renewal of a pop's lease is sent
+  min(interval, 500 ms) after the pop; each next one at half the time the reply's
+  ``expiresAt`` leaves, never later than ``interval_millis``. A renewal the broker refuses
+  (``Lease not found`` / ``Lease already expired``) is logged with the message ids and
+  counted; the lease's messages are then **lost to this consumer**: the queued ones are
+  not handled, and the ones in a handler are not acked (the broker redelivers them, and an
+  ack with a dead lease could only be refused). A lease already expired at its first
+  renewal also logs one WARNING per consumer: use a shorter interval or a longer
+  ``leaseTime``.
 
 Acks
 ----
@@ -37,6 +42,18 @@ as success. Every handler failure is logged at WARNING with its traceback and th
 ids (queue, partition, transactionId; never payloads). ``auto_ack(False)`` leaves acks to
 the handler (a handler exception then stops the consumer and is re-raised);
 ``on_success(cb)`` / ``on_error(cb)`` also turn auto-ack off and let the callbacks ack.
+
+Lost ack replies: the broker releases a partition's lease once it has counted as many acks
+as the pop delivered messages of that partition, and it counts a resent copy twice. So in
+``each()`` mode an ack whose reply was lost while later messages of the same partition and
+pop are still to be acked is **not** resent (a copy that did land would free the lease while
+the batch is still being handled); it counts in ``ack_uncertain`` until a later ack of the
+partition moves its cursor past it (then in ``acked``). If the reply to the last ack of the
+batch says the lease is still held (a lost ack never arrived), the last message is acked
+again, at most once per such ack, until the broker releases the lease (an earlier ack is not
+resent: it would move the partition's cursor back). Any other ack, nack or release whose
+reply was lost is resent; a resent copy refused with ``Invalid or expired lease`` means the
+first copy landed (it released the lease) and counts as done.
 
 Outages
 -------
@@ -59,9 +76,16 @@ close timeout as drain timeout), :meth:`Consumer.stop`, ``KeyboardInterrupt`` (b
 pop is started; messages of a pop that comes back after the stop request are released at once (ack status
 ``retry``: the broker redelivers them without counting a retry); messages popped before it
 are handled and acked, up to the drain timeout (seconds); at the drain timeout the messages
-not yet given to a handler are released the same way, and handlers still running are left
-to finish (their acks still go out; :attr:`Consumer.is_running` stays True until then).
-Every wait of a stop is bounded (in-flight pops and releases included).
+not yet given to a handler are released the same way, **except** those of a partition whose
+handler is still running: releasing them would free the partition (the lease is per
+partition) while its handler runs, so they are released only once that handler has
+returned and been acked. Handlers still running are left to finish (their acks still go
+out; :attr:`Consumer.is_running` stays True until then). ``released`` counts only releases
+the broker confirmed. Every wait of a stop is bounded (in-flight pops and releases
+included). :meth:`Queen.close` shares its one close deadline with the consumers: their
+drain ends a little before it (to leave time for the releases), and a handler still running
+at the deadline is abandoned: its ack fails once the transport is closed and the broker
+redelivers its message (and the ones queued behind it) when the lease expires.
 
 Fork
 ----
@@ -76,6 +100,7 @@ Logging goes to the ``queen_sync.consumer`` logger.
 from __future__ import annotations
 
 import collections
+import datetime
 import logging
 import math
 import os
@@ -130,6 +155,8 @@ BACKOFF_BASE_SECONDS = 0.2
 BACKOFF_CAP_SECONDS = 5.0
 
 _MIN_RENEW_SECONDS = 5
+#: Longest delay between a pop and the first renewal of its lease, in seconds.
+_FIRST_RENEW_S = 0.5
 _MAX_ERROR_TEXT = 1000
 _NO_WAIT_PAUSE_S = 0.1
 _TICK_S = 0.1
@@ -138,9 +165,12 @@ _INVALID_LEASE = "Invalid or expired lease"
 #: How long a stop waits for in-flight pops past the drain deadline, in seconds (a pop's
 #: long poll is capped at POLL_CAP_MILLIS); after that the stop goes on without them.
 _FETCH_GRACE_S = POLL_CAP_MILLIS / 1000.0 + 1.0
-#: How long stop() / Queen.close() wait past the drain deadline for the stop phase (the
-#: fetcher grace plus the release of the messages not handled), in seconds.
+#: How long stop() waits past the drain deadline for the stop phase (the fetcher grace plus
+#: the release of the messages not handled), in seconds.
 _STOP_GRACE_S = _FETCH_GRACE_S + 3.0
+#: Part of Queen.close()'s timeout kept for the final releases after the consumers' drain
+#: deadline, in seconds (at most a quarter of the timeout).
+_CLOSE_RELEASE_RESERVE_S = 1.0
 
 # Consumers started in this process, for Queen.close() (see stop_consumers_for_close).
 _registry: "weakref.WeakSet[Consumer]" = weakref.WeakSet()
@@ -168,6 +198,10 @@ class ConsumeResult:
         nacked: messages the consumer nacked ``failed`` and the broker accepted (auto-ack).
         ack_failures: acks / nacks / releases the broker refused or that could not be sent
             (each logged with the message ids).
+        ack_uncertain: ``completed`` acks whose reply was lost and that were not resent (see
+            "Acks" in :mod:`queen_sync.consumer`), not yet confirmed by a later ack of the same
+            partition; once confirmed they move to ``acked``. Those left at the end may or
+            may not have been applied (if not, the broker redelivers the message).
         skipped: messages not delivered because an earlier message of the same partition in
             the same pop was nacked (the broker redelivers them).
         renewals: lease renewals the broker accepted.
@@ -175,7 +209,9 @@ class ConsumeResult:
         lost: messages given up because their lease was lost (refused renewal or an ack
             refused with ``Invalid or expired lease``): not handled, or handled but not acked.
         released: popped messages handed back unhandled (ack status ``retry``) because the
-            consumer was stopping.
+            consumer was stopping, counted only when the broker confirmed the release (a
+            release that failed counts in ``ack_failures``: the broker redelivers those
+            messages once their lease expires).
         reason: why it stopped: ``"limit"``, ``"idle"``, ``"stopped"`` (stop_event or
             :meth:`Consumer.stop`), ``"signal"``, ``"interrupted"`` (KeyboardInterrupt),
             ``"closed"`` (client closed), ``"unreachable"`` (``idle_millis`` passed while the
@@ -188,6 +224,7 @@ class ConsumeResult:
     acked: int = 0
     nacked: int = 0
     ack_failures: int = 0
+    ack_uncertain: int = 0
     skipped: int = 0
     renewals: int = 0
     renew_failures: int = 0
@@ -199,7 +236,8 @@ class ConsumeResult:
 class _Lease:
     """Bookkeeping of one pop's lease (shared by every partition of that pop)."""
 
-    __slots__ = ("lease_id", "outstanding", "released", "acks_in_flight", "lost", "txids")
+    __slots__ = ("lease_id", "outstanding", "released", "acks_in_flight", "lost", "txids", "next_renew",
+                 "renewed", "renew_attempt", "popped_at")
 
     def __init__(self, lease_id: str) -> None:
         self.lease_id = lease_id
@@ -208,6 +246,10 @@ class _Lease:
         self.acks_in_flight = 0
         self.lost = False
         self.txids: List[str] = []
+        self.popped_at = time.monotonic()
+        self.next_renew = math.inf  # time.monotonic() of the next renewal (renew_lease(True))
+        self.renewed = False  # a renewal of this lease was accepted
+        self.renew_attempt = 0  # failed renewals in a row (backoff)
 
     def live(self) -> bool:
         return any(n > 0 and pid not in self.released for pid, n in self.outstanding.items())
@@ -216,13 +258,18 @@ class _Lease:
 class _Unit:
     """The messages of one partition from one pop, handled in order."""
 
-    __slots__ = ("pid", "msgs", "lease", "pos")
+    __slots__ = ("pid", "msgs", "lease", "pos", "unsure", "unconfirmed")
 
     def __init__(self, pid: Any, msgs: List[Message], lease: Optional[_Lease]) -> None:
         self.pid = pid
         self.msgs = msgs
         self.lease = lease
         self.pos = 0  # index of the first message not yet given to the handler
+        # acks of this unit whose reply was lost and that were not resent: ``unsure`` may be
+        # missing from the broker's count of the partition's batch (its lease stays held
+        # until the count is complete); ``unconfirmed`` are not yet covered by a later ack
+        self.unsure = 0
+        self.unconfirmed = 0
 
 
 class _Lane:
@@ -307,6 +354,15 @@ def _maybe_sent(exc: BaseException) -> bool:
     )
 
 
+def _moved_cursor(results: Optional[List[Dict[str, Any]]], ok: bool) -> bool:
+    """Whether an ack's results show it moved the partition's cursor: every item accepted and
+    applied (not an unresent ack whose reply was lost), as ``completed`` or as a nack that
+    moved the message to the dead-letter queue."""
+    if not results or any(r.get("success") is not True or r.get("uncertain") for r in results):
+        return False
+    return ok or all(r.get("dlq") is True for r in results)
+
+
 def _backoff(attempt: int) -> float:
     """Capped exponential backoff with equal jitter, in seconds: in [d/2, d]."""
     d: float = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * (2 ** min(attempt, 20)))
@@ -338,21 +394,38 @@ def in_consumer_thread(client: "Queen") -> bool:
     return any(me in c._thread_ids for c in _consumers_of(client))
 
 
-def stop_consumers_for_close(client: "Queen", timeout_millis: int) -> Callable[[], None]:
+def stop_consumers_for_close(
+    client: "Queen", timeout_millis: int, deadline: Optional[float] = None
+) -> Callable[[], None]:
     """Used by :meth:`Queen.close`: ask every consumer of ``client`` running in this process
-    to stop gracefully now (reason ``"closed"``, drain timeout ``timeout_millis``
-    milliseconds: no new pop, popped messages are handled and acked, the rest released).
+    to stop gracefully now (reason ``"closed"``: no new pop, popped messages are handled and
+    acked, the ones not given to a handler by the drain deadline are released).
+
+    The drain deadline is the close deadline minus a reserve for those final releases
+    (:data:`_CLOSE_RELEASE_RESERVE_S`, at most a quarter of the timeout), so they are sent
+    while the transport is still open.
+
+    Args:
+        client: the :class:`~queen_sync.Queen` being closed.
+        timeout_millis: the close timeout, in milliseconds.
+        deadline: the close deadline (a ``time.monotonic()`` value); default: now +
+            ``timeout_millis``.
 
     Returns:
-        a function that waits until those consumers ended, at most ``timeout_millis`` plus a
-        few seconds for the final releases; it never waits for the consumer whose thread calls
-        it (a handler calling close()). Sends nothing itself.
+        a function that waits until those consumers ended or the deadline passed, whichever
+        comes first (a handler still running then is abandoned: its ack fails once the
+        transport is closed, and the broker redelivers its message when the lease expires);
+        it never waits for the consumer whose thread calls it (a handler calling close()).
+        Sends nothing itself.
     """
     timeout_s = timeout_millis / 1000.0
+    if deadline is None:
+        deadline = time.monotonic() + timeout_s
+    left = max(0.0, deadline - time.monotonic())
+    drain_s = max(0.0, left - min(_CLOSE_RELEASE_RESERVE_S, left / 4.0))
     consumers = _consumers_of(client)
     for c in consumers:
-        c._request_stop("closed", timeout_s)
-    deadline = time.monotonic() + timeout_s + _STOP_GRACE_S
+        c._request_stop("closed", drain_s)
 
     def wait() -> None:
         me = threading.get_ident()
@@ -361,10 +434,11 @@ def stop_consumers_for_close(client: "Queen", timeout_millis: int) -> Callable[[
                 continue
             if not c._done.wait(max(0.0, deadline - time.monotonic())):
                 log.warning(
-                    "closing the client: the consumer of queue %r still runs %d ms after the close timeout; "
-                    "acks of handlers still running will fail (the broker redelivers those messages)",
+                    "closing the client: the consumer of queue %r still has a handler running at the close "
+                    "deadline (%d ms); it is abandoned: its ack will fail and the broker redelivers its "
+                    "message(s) once their lease expires",
                     c._queue,
-                    int(_STOP_GRACE_S * 1000),
+                    timeout_millis,
                 )
 
     return wait
@@ -396,8 +470,8 @@ class Consumer:
             thread, or a negative drain timeout.
 
     Live counters (ints): :attr:`handled`, :attr:`acked`, :attr:`nacked`, :attr:`failed`,
-    :attr:`skipped`, :attr:`renewals`, :attr:`ack_failures`, :attr:`renew_failures`,
-    :attr:`lost`, :attr:`released`; :attr:`result` is a snapshot :class:`ConsumeResult`.
+    :attr:`skipped`, :attr:`renewals`, :attr:`ack_failures`, :attr:`ack_uncertain`,
+    :attr:`renew_failures`, :attr:`lost`, :attr:`released`; :attr:`result` is a snapshot :class:`ConsumeResult`.
     """
 
     def __init__(
@@ -466,6 +540,7 @@ class Consumer:
         self._work_gen = 0
         self._last_activity = time.monotonic()
         self._outage = _Outage(self._queue)
+        self._warned_short_lease = False
         self._signal_flag: Optional[int] = None
         self._prev_handlers: Dict[int, Any] = {}
         self._signals_installed = False
@@ -519,6 +594,9 @@ class Consumer:
     skipped = property(lambda self: self._stats.skipped, doc="Messages skipped after a nack.")
     renewals = property(lambda self: self._stats.renewals, doc="Lease renewals accepted.")
     ack_failures = property(lambda self: self._stats.ack_failures, doc="Acks refused or not sent.")
+    ack_uncertain = property(
+        lambda self: self._stats.ack_uncertain, doc="Acks whose reply was lost, not (yet) confirmed."
+    )
     renew_failures = property(lambda self: self._stats.renew_failures, doc="Renewals refused or not sent.")
     lost = property(lambda self: self._stats.lost, doc="Messages given up after their lease was lost.")
     released = property(lambda self: self._stats.released, doc="Messages released unhandled at stop.")
@@ -577,8 +655,11 @@ class Consumer:
         :data:`POLL_CAP_MILLIS`) and their messages are released unhandled; messages popped
         before are handled and acked until ``drain_timeout`` **seconds** (default: the
         consumer's, 30.0) have passed; then the ones not yet given to a handler are released
-        (ack status ``retry``) and handlers still running are left to finish in the
-        background (see :meth:`join`). Idempotent. Does not raise the consumer's error (see
+        (ack status ``retry``), except those queued behind a handler of the same partition
+        that is still running: they are released once that handler has returned (releasing
+        them earlier would free the partition while its handler runs). Handlers still running
+        are left to finish in the background (see :meth:`join`; :attr:`released` and the
+        other counters keep changing until then). Idempotent. Does not raise the consumer's error (see
         :attr:`error`, :meth:`join`). Called from inside a handler, it only requests the stop.
 
         The wait is bounded: if the stop phase has not ended after the drain timeout (a pop
@@ -753,28 +834,19 @@ class Consumer:
         self._finish()
 
     def _finish(self) -> None:
-        """The stop phase: wait for the fetchers, drain until the deadline, then release."""
+        """The stop phase: drain until the deadline, release what no handler got by then,
+        then wait (bounded) for the in-flight pops, whose messages are released as they come."""
         with self._lock:
             # In-flight pops end within a long poll (POLL_CAP_MILLIS) in the normal case; the
             # wait for them is bounded anyway (a pop or a release stuck in an outage).
             fetch_deadline = max(self._drain_deadline, time.monotonic() + _FETCH_GRACE_S)
-            while self._fetchers_alive > 0:
-                left = fetch_deadline - time.monotonic()
-                if left <= 0:
-                    log.info(
-                        "consumer of queue %r: %d fetcher(s) still busy at the stop deadline; not waiting for them",
-                        self._queue,
-                        self._fetchers_alive,
-                    )
-                    break
-                self._lock.wait(min(_TICK_S, left))
-            while self._outstanding > 0:
+            while self._outstanding > 0 or self._fetchers_alive > 0:
                 left = self._drain_deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._lock.wait(min(_TICK_S, left))
             units: List[_Unit] = []
-            if self._outstanding > 0 or self._fetchers_alive > 0:
+            if self._outstanding > 0:
                 self._abort = True  # no more retries of acks / releases
                 self._abort_evt.set()
                 for lane in list(self._lanes.values()):
@@ -790,6 +862,20 @@ class Consumer:
                 sum(len(u.msgs) - u.pos for u in units),
             )
             self._release_units(units)
+        with self._lock:
+            while self._fetchers_alive > 0:
+                left = fetch_deadline - time.monotonic()
+                if left <= 0:
+                    log.info(
+                        "consumer of queue %r: %d fetcher(s) still busy at the stop deadline; not waiting for them",
+                        self._queue,
+                        self._fetchers_alive,
+                    )
+                    self._abort = True
+                    self._abort_evt.set()
+                    break
+                self._lock.wait(min(_TICK_S, left))
+            self._lock.notify_all()
         self._finished.set()
 
     def _drop_lane_locked(self, lane: _Lane) -> None:
@@ -967,6 +1053,9 @@ class Consumer:
                     lease = self._leases.get(lid)
                     if lease is None:
                         lease = self._leases[lid] = _Lease(lid)
+                        if self._renew_s is not None:
+                            # first renewal soon: the queue's leaseTime may be shorter than the interval
+                            lease.next_renew = lease.popped_at + min(self._renew_s, _FIRST_RENEW_S)
                     lease.outstanding[pid] = lease.outstanding.get(pid, 0) + len(msgs)
                     lease.txids.extend(str(m.get("transactionId")) for m in msgs)
                 units.append(_Unit(pid, msgs, lease))
@@ -1057,8 +1146,10 @@ class Consumer:
         skipped: bool = False,
         lost: bool = False,
         released: bool = False,
+        confirmed: bool = True,
     ) -> None:
-        """Forget finished messages: free their room; give the limit budget back when unhandled."""
+        """Forget finished messages: free their room; give the limit budget back when unhandled.
+        ``released`` messages count in ``released`` only when ``confirmed`` by the broker."""
         k = len(msgs)
         with self._lock:
             self._outstanding -= k
@@ -1068,7 +1159,7 @@ class Consumer:
                 self._stats.skipped += k
             if lost:
                 self._stats.lost += k
-            if released:
+            if released and confirmed:
                 self._stats.released += k
             lease = unit.lease
             if lease is not None:
@@ -1164,12 +1255,23 @@ class Consumer:
             )
             self._resolve(msgs, unit, lost=True)
             return False
+        last = unit.pos >= len(unit.msgs)  # no message of this partition's batch after these
         results: Optional[List[Dict[str, Any]]] = None
         try:
-            results = self._send_ack(msgs, ok, error, verb, covered_later=ok and unit.pos < len(unit.msgs))
+            results = self._send_ack(msgs, ok, error, verb, covered_later=ok and not last)
+            if (
+                last
+                and unit.unsure
+                and lease is not None
+                and _moved_cursor(results, ok)
+                and not any(r.get("leaseReleased") is True for r in results or ())
+            ):
+                self._complete_batch_count(unit, msgs[-1])
         finally:
             refused = None if results is None else [r for r in results if r.get("success") is not True]
             n_refused = len(msgs) if refused is None else len(refused)
+            n_unsure = 0 if results is None else sum(1 for r in results if r.get("uncertain"))
+            moved = _moved_cursor(results, ok)
             lease_gone = refused is not None and any(r.get("error") == _INVALID_LEASE for r in refused)
             # a nack releases the partition, unless it moved the message to the dead-letter
             # queue (retries exhausted): then the cursor moved on and the lease is still held
@@ -1177,9 +1279,19 @@ class Consumer:
             with self._lock:
                 self._stats.ack_failures += n_refused
                 if ok:
-                    self._stats.acked += len(msgs) - n_refused
+                    self._stats.acked += len(msgs) - n_refused - n_unsure
+                    self._stats.ack_uncertain += n_unsure
                 else:
                     self._stats.nacked += len(msgs) - n_refused
+                if n_unsure:
+                    unit.unsure += n_unsure
+                    unit.unconfirmed += n_unsure
+                elif moved and unit.unconfirmed:
+                    # this ack moved the partition's cursor past the earlier messages whose
+                    # ack is unconfirmed: they count as consumed now
+                    self._stats.ack_uncertain -= unit.unconfirmed
+                    self._stats.acked += unit.unconfirmed
+                    unit.unconfirmed = 0
                 if lease is not None:
                     lease.acks_in_flight -= 1
                     if released:
@@ -1190,8 +1302,47 @@ class Consumer:
             self._resolve(msgs, unit)
         return not released and not lease_gone
 
+    def _complete_batch_count(self, unit: _Unit, last: Message) -> None:
+        """The last message of a partition's batch was acked, but the broker still holds the
+        lease: an earlier ack whose reply was lost (not resent, see :meth:`_send_ack`) never
+        reached it, so its count of the batch is short and the partition would stay locked
+        until the lease expires. Re-ack the last message until the broker releases the lease
+        (at most once per such ack). Not a resend of the earlier ack: that would move the
+        partition's cursor back (the broker sets it to the acked message) and the messages
+        after it would be redelivered. A surplus count can only release the lease, which is
+        no longer needed (every message of the batch is handled and acked)."""
+        n = unit.unsure
+        unit.unsure = 0
+        for i in range(n):
+            got = self._send_ack([last], True, None, "re-ack", invalid_lease_ok=True)
+            if not got or got[0].get("success") is not True:
+                break
+            if got[0].get("leaseReleased") is True:
+                log.info(
+                    "lease %s of queue %r released after %d re-ack(s) of %s (an earlier ack whose reply "
+                    "was lost had not reached the broker)",
+                    got[0].get("leaseId") or (unit.lease.lease_id if unit.lease else None),
+                    self._queue,
+                    i + 1,
+                    _ids([last]),
+                )
+                return
+        log.warning(
+            "the broker still holds the lease of partition %s of queue %r after the whole batch was acked "
+            "(earlier acks lost their reply); the partition stays locked for this consumer group until "
+            "the lease expires",
+            last.get("partition") or last.get("partitionId"),
+            self._queue,
+        )
+
     def _send_ack(
-        self, msgs: List[Message], status: Any, error: Optional[str], verb: str, covered_later: bool = False
+        self,
+        msgs: List[Message],
+        status: Any,
+        error: Optional[str],
+        verb: str,
+        covered_later: bool = False,
+        invalid_lease_ok: bool = False,
     ) -> Optional[List[Dict[str, Any]]]:
         """Send one ack / batch ack, retrying connection errors with backoff (until the
         consumer is aborted). Returns the broker's per-item results (refused ones have
@@ -1199,7 +1350,14 @@ class Consumer:
 
         ``covered_later``: a ``completed`` ack with later messages of the same partition and
         lease still to be acked; after a failure where the request may have reached the
-        broker it is not resent (see the comment below)."""
+        broker it is not resent (see the comment below) and its result is
+        ``{"success": True, "uncertain": True}``.
+
+        A copy resent after a lost reply that the broker refuses with ``Invalid or expired
+        lease`` means the first copy was applied (it released the lease): its result is
+        ``{"success": True, "landed": True, "leaseReleased": True}``. ``invalid_lease_ok``
+        reads that refusal the same way on the first attempt (re-acks of
+        :meth:`_complete_batch_count`)."""
         context: Dict[str, Any] = {}
         if self._spec.group is not None:
             context["group"] = self._spec.group
@@ -1221,6 +1379,30 @@ class Consumer:
                 ]
                 results = list(exc.results) if len(exc.results) == len(msgs) else failed
                 by_tx = {m.get("transactionId"): m for m in msgs}
+                if uncertain or invalid_lease_ok:
+                    landed = {r.get("transactionId") for r in failed if r.get("error") == _INVALID_LEASE}
+                    if landed:
+                        results = [
+                            dict(r, success=True, error=None, landed=True, leaseReleased=True)
+                            if r.get("success") is not True and r.get("transactionId") in landed
+                            else r
+                            for r in results
+                        ]
+                        failed = [r for r in failed if r.get("transactionId") not in landed]
+                        log.info(
+                            "%s of %d message(s) of queue %r refused with %r %s: counted as done (its lease "
+                            "is released): %s",
+                            verb,
+                            len(landed),
+                            self._queue,
+                            _INVALID_LEASE,
+                            "after an earlier attempt whose reply was lost (that one was applied)"
+                            if uncertain
+                            else "(the lease is no longer held)",
+                            _ids([by_tx.get(t, {"transactionId": t}) for t in landed]),
+                        )
+                        if not failed:
+                            return results
                 refused_msgs = [by_tx.get(r.get("transactionId"), {"transactionId": r.get("transactionId")}) for r in failed]
                 log.warning(
                     "%s of %d of %d message(s) of queue %r refused by the broker (%s)%s: %s",
@@ -1252,9 +1434,11 @@ class Consumer:
                     if covered_later:
                         # The broker may have applied it: a second copy would be counted twice
                         # against the partition's batch and release its lease too early. The
-                        # next ack of this partition moves the cursor past this message anyway.
+                        # next ack of this partition moves the cursor past this message anyway,
+                        # and after the last one the batch count is completed if it is short
+                        # (see _complete_batch_count).
                         log.info(
-                            "reply to the ack of %s lost (%s); not resending it: the next ack of its partition covers it",
+                            "reply to the ack of %s lost (%s); not resending it: the later acks of its partition cover it",
                             _ids(msgs),
                             exc,
                         )
@@ -1266,7 +1450,9 @@ class Consumer:
                 attempt += 1
 
     def _release_units(self, units: List[_Unit]) -> None:
-        """Hand unhandled messages back to the broker (ack status ``retry``) and forget them."""
+        """Hand unhandled messages back to the broker (ack status ``retry``) and forget them.
+        Only releases the broker confirmed count as ``released``; the others count as ack
+        failures (the broker redelivers them once their lease expires)."""
         todo = []
         for unit in units:
             rest = unit.msgs[unit.pos:]
@@ -1286,47 +1472,58 @@ class Consumer:
                     if lease is not None:
                         lease.acks_in_flight += 1
         results: Optional[List[Dict[str, Any]]] = []
+        refused_tx: Set[Any] = set()
         if send:
             try:
                 results = self._send_ack(send, "retry", None, "release")
             finally:
+                if results is not None:
+                    refused_tx = {r.get("transactionId") for r in results if r.get("success") is not True}
                 with self._lock:
                     for unit in sent_units:
                         if unit.lease is not None:
                             unit.lease.acks_in_flight -= 1
                             unit.lease.released.add(unit.pid)
-                    self._stats.ack_failures += (
-                        len(send) if results is None else sum(1 for r in results if r.get("success") is not True)
-                    )
+                    self._stats.ack_failures += len(send) if results is None else len(refused_tx)
                     self._lock.notify_all()
         for unit, rest in todo:
-            if any(unit is u for u in sent_units):
-                self._resolve(rest, unit, released=True)
-            else:
+            if not any(unit is u for u in sent_units):
                 self._resolve(rest, unit, handled=False, lost=True)
+                continue
+            if results is None:
+                done, failed = [], rest
+            else:
+                done = [m for m in rest if m.get("transactionId") not in refused_tx]
+                failed = [m for m in rest if m.get("transactionId") in refused_tx]
+            if done:
+                self._resolve(done, unit, released=True)
+            if failed:
+                self._resolve(failed, unit, released=True, confirmed=False)
 
     # ------------------------------------------------------------------ renewals
 
     def _renewer(self) -> None:
+        """Renew every lease with unfinished messages on its own schedule: the first renewal
+        soon after the pop (the queue's leaseTime is not in the pop reply and may be shorter
+        than the interval), the next ones at about half the time the broker's ``expiresAt``
+        leaves, never later than the interval."""
         assert self._renew_s is not None
-        interval = self._renew_s
-        attempt = 0
-        next_due = time.monotonic() + interval
         while True:
             with self._lock:
                 while True:
                     if self._stopping and self._fetchers_alive == 0 and self._outstanding == 0:
                         return
-                    left = next_due - time.monotonic()
-                    if left <= 0:
+                    now = time.monotonic()
+                    live = [le for le in self._leases.values() if not le.lost and le.live()]
+                    due = [le for le in live if le.next_renew <= now]
+                    if due:
                         break
-                    self._lock.wait(min(left, 0.5))
-                leases = [le for le in self._leases.values() if not le.lost and le.live()]
-            next_due = time.monotonic() + interval
-            for lease in leases:
+                    nxt = min((le.next_renew for le in live), default=math.inf)
+                    self._lock.wait(max(0.01, min(nxt - now, 0.5)))
+            for lease in due:
                 t0 = time.monotonic()
                 try:
-                    self._client.renew(lease.lease_id, self._renew_seconds)
+                    got = self._client.renew(lease.lease_id, self._renew_seconds)
                 except LeaseError as exc:
                     self._outage.success(t0)
                     self._lease_refused(lease, exc)
@@ -1340,15 +1537,38 @@ class Consumer:
                     if _transient(exc):
                         self._outage.failure("lease renewal", exc)
                         # retry sooner than the interval, with backoff
-                        next_due = min(next_due, time.monotonic() + _backoff(attempt))
-                        attempt += 1
+                        lease.next_renew = time.monotonic() + min(self._renew_s, _backoff(lease.renew_attempt))
+                        lease.renew_attempt += 1
                     else:
                         log.warning("renewal of lease %s (queue %r) failed: %s", lease.lease_id, self._queue, exc)
+                        lease.next_renew = time.monotonic() + self._renew_s
                     continue
-                attempt = 0
                 self._outage.success(t0)
+                lease.renew_attempt = 0
+                lease.renewed = True
+                lease.next_renew = time.monotonic() + self._next_renewal_delay(got)
                 with self._lock:
                     self._stats.renewals += 1
+
+    def _next_renewal_delay(self, reply: Any) -> float:
+        """Seconds until the next renewal of a lease just renewed: half the time the reply's
+        ``expiresAt`` leaves (read with the local clock), at most the interval. A reply
+        leaving less than half the seconds asked for can only come from clock skew (the
+        broker keeps the later of the current expiry and now + seconds): then the interval."""
+        assert self._renew_s is not None
+        expires = reply.get("expiresAt") if isinstance(reply, dict) else None
+        if not isinstance(expires, str):
+            return self._renew_s
+        try:
+            when = datetime.datetime.fromisoformat(expires.replace("Z", "+00:00"))
+        except ValueError:
+            return self._renew_s
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        remaining = when.timestamp() - time.time()
+        if remaining < self._renew_seconds / 2.0:
+            return self._renew_s
+        return min(self._renew_s, remaining / 2.0)
 
     def _lease_refused(self, lease: _Lease, exc: LeaseError) -> None:
         with self._lock:
@@ -1367,9 +1587,22 @@ class Consumer:
                 quiet = False
                 self._stats.renew_failures += 1
             ids = list(lease.txids)
+            first = not lease.renewed and not self._warned_short_lease
+            if first:
+                self._warned_short_lease = True
         if quiet:
             log.info("lease %s of queue %r is no longer held (acked by the handler?); not renewing it", lease.lease_id, self._queue)
             return
+        if first:
+            log.warning(
+                "the lease of a pop from queue %r had already expired at its first renewal, %d ms after the pop "
+                "(%s): the queue's leaseTime is shorter than that; use a shorter renew_lease() interval "
+                "(now %d ms) or a longer leaseTime for the queue (logged once per consumer)",
+                self._queue,
+                int((time.monotonic() - lease.popped_at) * 1000),
+                exc.error,
+                int((self._renew_s or 0) * 1000),
+            )
         shown = ", ".join(ids[:_MAX_IDS_LOGGED]) + (" and %d more" % (len(ids) - _MAX_IDS_LOGGED) if len(ids) > _MAX_IDS_LOGGED else "")
         log.warning(
             "renewal of lease %s (queue %r) refused by the broker (%s): its messages are lost to this consumer "

@@ -73,6 +73,23 @@ def test_renewal_keeps_the_lease_of_a_slow_handler(client: Queen, qname: str) ->
     assert client.queue(qname).group("g").pop() == []
 
 
+def test_default_interval_renews_a_lease_shorter_than_the_interval(
+    client: Queen, qname: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # queue leaseTime 1 s, renewal interval 10 s (default): the first renewal must come early
+    caplog.set_level(logging.WARNING, logger="queen_sync.consumer")
+    _slow_queue(client, qname)
+    handler = _SlowHandler(client, qname)
+
+    res = client.queue(qname).group("g").renew_lease(True).limit(1).idle_millis(10000).consume(handler)
+    handler.stop_watching()
+    assert handler.stolen == [] and len(handler.seen) == 1  # handled once, never redelivered
+    assert (res.handled, res.acked, res.ack_failures, res.lost, res.renew_failures) == (1, 1, 0, 0, 0)
+    assert res.renewals >= 1
+    assert not any("first renewal" in r.getMessage() for r in caplog.records)
+    assert client.queue(qname).group("g").pop() == []
+
+
 def test_without_renewal_the_lease_expires_and_the_message_is_redelivered(
     client: Queen, qname: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -101,6 +118,9 @@ def test_refused_renewal_loses_the_message_without_acking(embedded_broker: Any, 
         qname = "renew-refused"
         client.queue(qname).config({"leaseTime": 1, "retryLimit": 5}).create()
         client.queue(qname).partition("p").push([{"data": 1}, {"data": 2}])
+        # the first renewal (sent ~0.5 s after the pop) reaches the broker only after the 1 s
+        # lease expired: refused with "Lease already expired"
+        embedded_broker.faults.add("POST", "/api/v1/lease/", "delay", delay_ms=1500, times=1)
         box: List[Any] = []
         ready = threading.Event()
         seen: List[Any] = []
@@ -109,7 +129,7 @@ def test_refused_renewal_loses_the_message_without_acking(embedded_broker: Any, 
             assert ready.wait(10)
             seen.append(m["data"])
             deadline = time.monotonic() + 15
-            # the first renewal comes after 1.5 s, when the 1 s lease has expired: refused
+            # wait for the refused first renewal
             while box[0].renew_failures == 0 and time.monotonic() < deadline:
                 time.sleep(0.02)
 
@@ -131,6 +151,9 @@ def test_refused_renewal_loses_the_message_without_acking(embedded_broker: Any, 
         )
         assert acks == 2  # no ack with the lost lease
         assert any("renewal of lease" in r.getMessage() and "refused" in r.getMessage() for r in caplog.records)
+        # and one hint that the queue's leaseTime is shorter than the first renewal's delay
+        hints = [r for r in caplog.records if "already expired at its first renewal" in r.getMessage()]
+        assert len(hints) == 1 and hints[0].levelname == "WARNING" and "leaseTime" in hints[0].getMessage()
         assert client.queue(qname).group("g").pop() == []
 
 

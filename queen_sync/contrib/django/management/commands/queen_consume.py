@@ -15,13 +15,17 @@ dead-letter queue). Within a partition, messages are handled in order, one at a 
 
 The command stops after ``--limit`` messages, after ``--idle-millis`` milliseconds without a
 message, or on SIGTERM / SIGINT: then no new pop is made, messages already popped are
-handled and acked (for at most ``--drain-timeout`` seconds; popped messages not yet handled
-by then are released to the broker unhandled), and the command exits with status 0. A second
-signal falls back to the default behaviour (immediate exit). A pop error that is not a
-transient connection problem (e.g. authentication) exits with status 1.
+handled and acked for at most ``--drain-timeout`` seconds; popped messages no handler got by
+then are released to the broker unhandled, except those queued behind a handler of the
+same partition that is still running: they are released once that handler has returned
+(releasing them earlier would free the partition while its handler runs). The command
+waits for the handlers still running, then exits with status 0; a second signal falls back
+to the default behaviour (immediate exit). A pop error that is not a transient connection
+problem (e.g. authentication) exits with status 1.
 
-Prints one summary line: ``queen_consume: queue=Q handled=N acked=N failed=N released=N
-ack_failures=N reason=R``.
+Once the consumer has fully stopped (every handler returned, the final acks and releases
+sent), prints one summary line: ``queen_consume: queue=Q handled=N acked=N failed=N
+released=N ack_failures=N reason=R``.
 """
 
 from __future__ import annotations
@@ -133,7 +137,18 @@ class Command(BaseCommand):
                 opts["concurrency"],
                 opts["batch"],
             )
-            result = b.consume(handler, handle_signals=in_main, drain_timeout=opts["drain_timeout"])
+            consumer = b.consume(
+                handler, background=True, handle_signals=in_main, drain_timeout=opts["drain_timeout"]
+            )
+            try:
+                # the final counters: wait for the handlers still running after the drain
+                # timeout and for their acks / the releases behind them
+                while not consumer.join(0.5):
+                    pass
+            except KeyboardInterrupt:  # a second SIGINT: release what is left, then exit
+                consumer.stop(0.0)
+                raise
+            result = consumer.result
         except QueenError as exc:
             raise CommandError("queen_consume failed: %s: %s" % (type(exc).__name__, exc)) from exc
         self.stdout.write(
