@@ -13,6 +13,11 @@ from pathlib import Path
 import queen_sync
 
 _CHILD = """
+import sys
+# An editable install (pip install -e) adds a meta-path finder that would still map
+# queen_sync._ccodec to the source tree's compiled module: keep only the copy under test.
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()
+                    and "editable" not in getattr(type(f), "__module__", "").lower()]
 import logging
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
 import queen_sync
