@@ -4,7 +4,7 @@ puts this folder on ``sys.path`` like it does for ``_broker_http``)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 def wait_until(cond: Callable[[], Any], timeout: float = 15.0, interval: float = 0.01) -> bool:
@@ -23,3 +23,35 @@ def wait_for(pred: Callable[[], bool], timeout_s: float = 10.0, what: str = "con
     ``AssertionError("timed out waiting for <what>")``."""
     if not wait_until(pred, timeout_s, 0.002):
         raise AssertionError("timed out waiting for %s" % what)
+
+
+def django_example_project(broker_url: str) -> Iterator[None]:
+    """Configure Django in-process like ``examples/django_app`` (no database) on
+    ``broker_url``; a generator for module-scoped fixtures (``yield from``). Closes the
+    shared client afterwards."""
+    import sys
+    from pathlib import Path
+
+    import django
+    from django.conf import settings
+
+    project = Path(__file__).resolve().parent.parent / "examples" / "django_app"
+    if str(project) not in sys.path:
+        sys.path.insert(0, str(project))
+    if not settings.configured:
+        settings.configure(
+            SECRET_KEY="test",
+            ALLOWED_HOSTS=["testserver"],
+            INSTALLED_APPS=["queen_sync.contrib.django", "orders"],
+            MIDDLEWARE=[],
+            ROOT_URLCONF="exampleproject.urls",
+            DATABASES={},
+            USE_TZ=True,
+            QUEEN={"URL": broker_url, "TIMEOUT_MILLIS": 10000},
+            ORDERS_QUEUE="orders",
+        )
+        django.setup()
+    yield
+    from queen_sync.contrib.django import close_client
+
+    close_client()

@@ -23,32 +23,14 @@ from django.core.management import call_command  # noqa: E402
 from queen_sync import Queen  # noqa: E402
 from queen_sync.consumer import _consumers_of  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-PROJECT = ROOT / "examples" / "django_app"
+from _helpers import django_example_project  # noqa: E402
+
 
 
 @pytest.fixture(scope="module", autouse=True)
 def django_project(broker_url: str) -> Iterator[None]:
     """Django configured in-process like the example project (as in test_contrib_django)."""
-    if str(PROJECT) not in sys.path:
-        sys.path.insert(0, str(PROJECT))
-    if not settings.configured:
-        settings.configure(
-            SECRET_KEY="test",
-            ALLOWED_HOSTS=["testserver"],
-            INSTALLED_APPS=["queen_sync.contrib.django", "orders"],
-            MIDDLEWARE=[],
-            ROOT_URLCONF="exampleproject.urls",
-            DATABASES={},
-            USE_TZ=True,
-            QUEEN={"URL": broker_url, "TIMEOUT_MILLIS": 10000},
-            ORDERS_QUEUE="orders",
-        )
-        django.setup()
-    yield
-    from queen_sync.contrib.django import close_client
-
-    close_client()
+    yield from django_example_project(broker_url)
 
 
 HANDLER = """

@@ -27,6 +27,8 @@ from django.test import Client, override_settings  # noqa: E402
 
 from queen_sync import InvalidInputError, Queen  # noqa: E402
 
+from _helpers import django_example_project  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "examples" / "django_app"
 
@@ -34,25 +36,7 @@ PROJECT = ROOT / "examples" / "django_app"
 @pytest.fixture(scope="module", autouse=True)
 def django_project(broker_url: str) -> Iterator[None]:
     """Django configured in-process like the example project (no database)."""
-    if str(PROJECT) not in sys.path:
-        sys.path.insert(0, str(PROJECT))
-    if not settings.configured:
-        settings.configure(
-            SECRET_KEY="test",
-            ALLOWED_HOSTS=["testserver"],
-            INSTALLED_APPS=["queen_sync.contrib.django", "orders"],
-            MIDDLEWARE=[],
-            ROOT_URLCONF="exampleproject.urls",
-            DATABASES={},
-            USE_TZ=True,
-            QUEEN={"URL": broker_url, "TIMEOUT_MILLIS": 10000},
-            ORDERS_QUEUE="orders",
-        )
-        django.setup()
-    yield
-    from queen_sync.contrib.django import close_client
-
-    close_client()
+    yield from django_example_project(broker_url)
 
 
 def pop_all(client: Queen, queue: str, group: Optional[str] = None) -> List[Dict[str, Any]]:
