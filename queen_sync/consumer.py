@@ -909,7 +909,9 @@ class Consumer:
     def _on_signal(self, signum: int, frame: Any) -> None:
         # Runs in the main thread between bytecodes: take no lock here, only set a flag.
         # In a forked child nobody reads the flag: behave like the previous handler.
-        if self._signal_flag is None and not self._done.is_set() and not self._forked():
+        # Only a running consumer takes the signal; once it is stopping (for any reason) or
+        # done, the previous behaviour applies (a stale handler must never swallow Ctrl-C).
+        if self._signal_flag is None and not self._stopping and not self._done.is_set() and not self._forked():
             self._signal_flag = signum
             return
         prev = self._prev_handlers.get(signum)  # a second signal: the previous behaviour

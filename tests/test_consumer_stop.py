@@ -165,7 +165,8 @@ def test_keyboard_interrupt_stops_gracefully_and_reraises(client: Queen, qname: 
             time.sleep(0.3)  # the handler is still running when the interrupt lands
 
     with pytest.raises(KeyboardInterrupt):
-        client.queue(qname).group("g").consume(handler)
+        # idle_millis only bounds the test if the interrupt were lost (it must not be)
+        client.queue(qname).group("g").idle_millis(20000).consume(handler)
     # the message in the handler was finished and acked; the rest is still there
     assert len(seen) >= 1
     assert sorted(_drain_group(client, qname) + seen) == sorted(pushed)
