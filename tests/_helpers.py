@@ -55,3 +55,33 @@ def django_example_project(broker_url: str) -> Iterator[None]:
     from queen_sync.contrib.django import close_client
 
     close_client()
+
+
+def run_forked(body: Callable[[], Any], timeout: float = 60.0) -> int:
+    """Fork; run ``body()`` in the child (truthy = pass); return the child's exit code
+    (0 pass, 2 falsy result, 3 exception — traceback on stderr). A child still running after
+    ``timeout`` seconds (a hang) is killed and reported as -9. POSIX only."""
+    import os
+    import signal
+    import threading
+    import traceback
+
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        code = 3
+        try:
+            code = 0 if body() else 2
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return -9
+        threading.Event().wait(0.01)

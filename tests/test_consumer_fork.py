@@ -8,7 +8,6 @@ import os
 import signal
 import threading
 import time
-import traceback
 from typing import Any, Callable, Dict, List
 
 import pytest
@@ -17,31 +16,13 @@ from queen_sync import Queen
 
 from _helpers import wait_until
 
+from _helpers import run_forked  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
 
 
 def _run_child(body: Callable[[], bool], timeout: float = 10.0) -> int:
-    """Fork; run ``body()`` in the child (True = pass); return its exit code. A child still
-    running after ``timeout`` seconds (a hang) is killed and reported as -9."""
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        code = 3
-        try:
-            code = 0 if body() else 2
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return -9
-        threading.Event().wait(0.01)
+    return run_forked(body, timeout)
 
 
 def test_forked_child_copy_of_a_consumer_is_inert(embedded_broker: Any) -> None:

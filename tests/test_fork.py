@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import threading
-import traceback
 from collections import Counter
 from typing import Any, List
 
@@ -14,22 +13,14 @@ import pytest
 
 from queen_sync import Queen
 
+from _helpers import run_forked  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
 
 
 def run_child(body: Any) -> int:
     """Fork; run ``body()`` in the child (must return True); return the child's exit code."""
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        code = 3
-        try:
-            code = 0 if body() else 2
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+    return run_forked(body)
 
 
 def test_fork_child_starts_empty_parent_keeps_its_buffer(embedded_broker: Any) -> None:
