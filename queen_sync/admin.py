@@ -28,7 +28,7 @@ Consumer-group maintenance (delete, subscription timestamp, seek) lives in
 """
 
 # mypy: no-warn-return-any
-# (methods return the broker's decoded JSON body, typed Any by ``call``, as the documented
+# (methods return the broker's decoded JSON body, typed Any by the wire layer, as the documented
 # dict / list shape of a real 0.15 broker; they pass it on unchanged)
 
 from __future__ import annotations

@@ -177,6 +177,8 @@ class Queen:
         # what the builders and features get instead of the client (the wire requester & co)
         self._session = Session(self._transport, self._producer, _ConsumerRegistry(self))
         self._admin = Admin(self._session)
+        #: internal: send one call as the features do (see :meth:`Session.request`)
+        self._request: Callable[..., Response] = self._session.request
         self._close_lock = threading.Lock()
         self._closing = False  # close() started (consumers draining); _closed comes after
         self._close_done = threading.Event()
@@ -322,30 +324,6 @@ class Queen:
 
     def _check_open(self) -> None:
         self._session.check_open()
-
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Optional[bytes] = None,
-        query: Optional[Mapping[str, Any]] = None,
-        idempotent: bool,
-        timeout_millis: Optional[int] = None,
-        retry: Optional[str] = None,
-        affinity_key: Optional[str] = None,
-    ) -> Response:
-        """Internal: send one call through the session's requester (see :meth:`Transport.request`)."""
-        return self._session.request(
-            method,
-            path,
-            body=body,
-            query=query,
-            idempotent=idempotent,
-            timeout_millis=timeout_millis,
-            retry=retry,
-            affinity_key=affinity_key,
-        )
 
     # ------------------------------------------------------------------ builders
 
