@@ -25,6 +25,7 @@ a list, as documented per method; the shapes are those of a real 0.15 broker). C
 Consumer-group maintenance (delete, subscription timestamp, seek) lives in
 :mod:`queen_sync.groups`; dead-letter reads in :mod:`queen_sync.dlq`; traces in
 :mod:`queen_sync.tracing`. The admin object offers them too, under the official names.
+This module checks the arguments; the routes are in :mod:`queen_sync.wire`.
 """
 
 # mypy: no-warn-return-any

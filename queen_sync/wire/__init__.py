@@ -7,6 +7,12 @@ body (bodies only through :mod:`queen_sync.codec`), sends one call and returns t
 reply, raising the :mod:`queen_sync.errors` tree. Nothing above this layer builds a path,
 a query string or a body. Arguments arrive validated (see :mod:`queen_sync._validate`).
 
+Push, ack, batch ack, lease extend and transaction take their body as bytes the caller got
+from the codec (``codec.encode_push``, ``encode_ack``, ``encode_transaction``, ...): those
+bodies must exist before the first send, so that bad input raises before anything is sent
+(an ack of several consumer groups is encoded whole first) and every resend carries the
+same client-minted ``transactionId`` s (buffered pushes, transaction retries).
+
 Modules, by route family:
 
 - :mod:`~queen_sync.wire.messages`: push, pop (:class:`PopSpec`), ack, batch ack, lease
