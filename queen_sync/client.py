@@ -180,7 +180,7 @@ class Queen:
         #: internal: send one call as the features do (see :meth:`Session.request`)
         self._request: Callable[..., Response] = self._session.request
         self._close_lock = threading.Lock()
-        self._closing = False  # close() started (consumers draining); _closed comes after
+        self._closing = False  # close() started (consumers draining); the session is marked closed after
         self._close_done = threading.Event()
         self._close_timeout_millis = close_timeout_millis
         self._close_deadline: Optional[float] = None  # time.monotonic() deadline of the first close()
