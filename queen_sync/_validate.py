@@ -1,18 +1,39 @@
-"""Argument checks shared by the client, transport, builders, producer and admin modules.
+"""Argument checks shared by the client, transport, wire layer and features.
 
-The ``*_arg`` checks return the value unchanged when it is valid and raise
-:class:`~queen_sync.errors.InvalidInputError` (before anything is sent) when it is not.
+The ``*_arg`` checks and :func:`validate_name` return the value unchanged when it is valid
+and raise :class:`~queen_sync.errors.InvalidInputError` (before anything is sent) when it is
+not. :func:`resolve_group` and :func:`group_from_context` read the consumer group of an ack.
+
+Names of queues, partitions and consumer groups (and ids placed in a path) must be
+non-empty strings of URL-safe characters ``[A-Za-z0-9._~-]`` (not ``"."`` nor ``".."``): a
+0.15 broker does not URL-decode paths.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Any, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .codec import QUEUE_MODE
 from .errors import InvalidInputError
 
-__all__ = ["int_arg", "bool_arg", "utc_millis", "is_iso_timestamp", "parse_iso_timestamp", "timestamp_arg"]
+__all__ = [
+    "int_arg",
+    "bool_arg",
+    "str_arg",
+    "items_arg",
+    "utc_millis",
+    "is_iso_timestamp",
+    "parse_iso_timestamp",
+    "timestamp_arg",
+    "validate_name",
+    "validate_path_token",
+    "resolve_group",
+    "group_from_context",
+]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9._~-]+$")
 
 
 def int_arg(name: str, value: Any, minimum: int) -> int:
@@ -129,3 +150,89 @@ def timestamp_arg(name: str, value: Any, *, allow_now: bool = False) -> str:
             "%s must be %s such as 2026-11-30T06:21:21.749Z (or +01:00 for an offset), got %r" % (name, what, value)
         )
     return utc_millis(parsed)
+
+
+def str_arg(name: str, value: Any) -> str:
+    """Check that ``value`` is a non-empty str and return it.
+
+    Raises:
+        InvalidInputError: ``"<name> must be a non-empty str, got <value!r>"``.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError("%s must be a non-empty str, got %r" % (name, value))
+    return value
+
+
+def validate_name(kind: str, value: Any) -> str:
+    """Check a queue / partition / consumer-group name; return it.
+
+    Raises:
+        InvalidInputError: not a non-empty str of ``[A-Za-z0-9._~-]``, or ``"."`` / ``".."``.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError("%s name must be a non-empty str, got %r" % (kind, value))
+    if value in (".", ".."):
+        raise InvalidInputError(
+            "%s name %r is not valid: '.' and '..' are not valid names, a URL path would collapse them"
+            % (kind, value)
+        )
+    if not _NAME_RE.match(value):
+        raise InvalidInputError(
+            "%s name %r has characters a Queen 0.15 broker cannot route; use only A-Z a-z 0-9 . _ ~ -"
+            % (kind, value)
+        )
+    return value
+
+
+#: A lease id, partition id or transaction id placed in a path: the same URL-safe rule as names.
+validate_path_token = validate_name
+
+
+def resolve_group(message: Mapping[str, Any], explicit: Optional[str]) -> Optional[str]:
+    """The consumer group to ack ``message`` for: ``explicit`` if given, else the message's own
+    ``consumerGroup``; ``None`` (queue mode) for ``__QUEUE_MODE__`` or no group."""
+    group = explicit if explicit is not None else message.get("consumerGroup")
+    if not group or group == QUEUE_MODE:
+        return None
+    return group
+
+
+def group_from_context(
+    context: Optional[Mapping[str, Any]], allowed_extra: Tuple[str, ...] = ()
+) -> Tuple[Optional[str], Dict[str, Any]]:
+    """Read the consumer group from ``{"group"|"consumer_group"|"consumerGroup": g}``.
+
+    Returns ``(group or None, the other allowed keys)``. Unknown keys raise InvalidInputError.
+    """
+    if context is None:
+        return None, {}
+    if not isinstance(context, Mapping):
+        raise InvalidInputError("context must be a dict such as {'consumer_group': 'g'}, got %r" % (context,))
+    keys = {"group", "consumer_group", "consumerGroup"} | set(allowed_extra)
+    unknown = set(context) - keys
+    if unknown:
+        raise InvalidInputError(
+            "unknown context key(s) %s; allowed: %s" % (sorted(map(str, unknown)), sorted(keys))
+        )
+    groups = {context[k] for k in ("group", "consumer_group", "consumerGroup") if context.get(k) is not None}
+    if len(groups) > 1:
+        raise InvalidInputError("context names two different consumer groups: %s" % sorted(map(str, groups)))
+    group = groups.pop() if groups else None
+    if group is not None:
+        validate_name("consumer group", group)
+    return group, {k: context[k] for k in allowed_extra if k in context}
+
+
+def items_arg(items: Any, what: str) -> List[Mapping[str, Any]]:
+    """One item dict or a list of them (as push / transaction calls take), as a list.
+
+    Raises:
+        InvalidInputError: neither a dict nor a list (``what`` names the call).
+    """
+    if isinstance(items, Mapping):
+        return [items]
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise InvalidInputError(
+            "%s takes a dict such as {'data': ...} or a list of them, got %s" % (what, type(items).__name__)
+        )
+    return list(items)

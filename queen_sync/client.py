@@ -13,19 +13,19 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast, overload
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union, overload
 from urllib.parse import urlsplit
 
-from . import codec
+from . import acks, groups, tracing
+from ._session import Session
 from ._validate import int_arg
-from .builders import QueueBuilder, TransactionBuilder, group_from_context, resolve_group, validate_path_token
-from .errors import AckError, ClientClosedError, InvalidInputError, LeaseError, ProtocolError
+from .admin import Admin
+from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, Consumer, in_consumer_thread, stop_consumers_for_close
+from .errors import InvalidInputError
 from .producer import DEFAULT_CLOSE_TIMEOUT_MILLIS, BufferManager
+from .queues import QueueBuilder
+from .transactions import TransactionBuilder
 from .transport import DEFAULT_POOL_MAXSIZE, Backoff, Response, Transport
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .admin import Admin
 
 __all__ = ["Queen"]
 
@@ -72,6 +72,20 @@ def _parse_urls(url: _UrlArg, urls: _UrlArg) -> List[str]:
         if clean not in out:
             out.append(clean)
     return out
+
+
+class _ConsumerRegistry:
+    """The consumer registry one client hands its builders: it starts
+    :class:`~queen_sync.consumer.Consumer` s of this client (queen_sync.consumer keeps the
+    process-wide registry that :meth:`Queen.close` stops)."""
+
+    default_renew_interval_millis = DEFAULT_RENEW_INTERVAL_MILLIS
+
+    def __init__(self, client: "Queen") -> None:
+        self._client = client
+
+    def create(self, builder: Any, handler: Callable[[Any], Any], **options: Any) -> Consumer:
+        return Consumer(self._client, builder, handler, **options)
 
 
 class Queen:
@@ -160,9 +174,13 @@ class Queen:
         self._producer = BufferManager(
             self._transport, close_timeout_millis=close_timeout_millis, backoff=backoff
         )
+        # what the builders and features get instead of the client (the wire requester & co)
+        self._session = Session(self._transport, self._producer, _ConsumerRegistry(self))
+        self._admin = Admin(self._session)
+        #: internal: send one call as the features do (see :meth:`Session.request`)
+        self._request: Callable[..., Response] = self._session.request
         self._close_lock = threading.Lock()
-        self._closed = False
-        self._closing = False  # close() started (consumers draining); _closed comes after
+        self._closing = False  # close() started (consumers draining); the session is marked closed after
         self._close_done = threading.Event()
         self._close_timeout_millis = close_timeout_millis
         self._close_deadline: Optional[float] = None  # time.monotonic() deadline of the first close()
@@ -173,7 +191,7 @@ class Queen:
         return "Queen(urls=%r, timeout_millis=%d%s)" % (
             list(self._urls),
             self._timeout_millis,
-            ", closed" if self._closed else "",
+            ", closed" if self.closed else "",
         )
 
     def __enter__(self) -> "Queen":
@@ -195,7 +213,7 @@ class Queen:
     @property
     def closed(self) -> bool:
         """True after :meth:`close`."""
-        return self._closed
+        return self._session.closed
 
     def close(self, timeout_millis: Optional[int] = None) -> int:
         """Stop this client's consumers gracefully, flush the push buffers, then close the
@@ -233,8 +251,6 @@ class Queen:
         Raises:
             InvalidInputError: ``timeout_millis`` is not an int >= 0.
         """
-        from .consumer import in_consumer_thread, stop_consumers_for_close
-
         limit = self._close_timeout_millis if timeout_millis is None else int_arg("timeout_millis", timeout_millis, 0)
         deadline = time.monotonic() + limit / 1000.0
         own = in_consumer_thread(self)
@@ -269,7 +285,7 @@ class Queen:
             wait_consumers()
         finally:
             with self._close_lock:
-                self._closed = True
+                self._session.mark_closed()
             try:
                 left_ms = int(max(0.0, deadline - time.monotonic()) * 1000.0)
                 unsent = self._producer.close(max(MIN_CLOSE_FLUSH_MILLIS, left_ms))
@@ -307,33 +323,7 @@ class Queen:
         return self._transport.stats()
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise ClientClosedError("the Queen client is closed")
-
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Optional[bytes] = None,
-        query: Optional[Mapping[str, Any]] = None,
-        idempotent: bool,
-        timeout_millis: Optional[int] = None,
-        retry: Optional[str] = None,
-        affinity_key: Optional[str] = None,
-    ) -> Response:
-        """Internal: send one call through the transport (see :meth:`Transport.request`)."""
-        self._check_open()
-        return self._transport.request(
-            method,
-            path,
-            body=body,
-            query=query,
-            idempotent=idempotent,
-            timeout_millis=timeout_millis,
-            retry=retry,
-            affinity_key=affinity_key,
-        )
+        self._session.check_open()
 
     # ------------------------------------------------------------------ builders
 
@@ -345,27 +335,22 @@ class Queen:
             ClientClosedError: the client is closed.
         """
         self._check_open()
-        return QueueBuilder(self, name)
+        return QueueBuilder(self._session, name)
 
     def transaction(self) -> TransactionBuilder:
         """A builder for an atomic bundle of pushes and acks (``POST /api/v1/transaction``)."""
         self._check_open()
-        return TransactionBuilder(self)
+        return TransactionBuilder(self._session)
 
     # ------------------------------------------------------------------ admin, groups, traces
     # (implemented in admin.py, groups.py, tracing.py)
 
     @property
-    def admin(self) -> "Admin":
-        """The :class:`~queen_sync.admin.Admin` object (created on first use, then shared):
-        overview, queues, messages, status, consumer groups, traces, maintenance, health."""
+    def admin(self) -> Admin:
+        """The :class:`~queen_sync.admin.Admin` object (one per client): overview, queues,
+        messages, status, consumer groups, traces, maintenance, health."""
         self._check_open()
-        adm = self.__dict__.get("_admin")
-        if adm is None:
-            from .admin import Admin
-
-            adm = self.__dict__.setdefault("_admin", Admin(self))
-        return cast("Admin", adm)
+        return self._admin
 
     def trace(
         self,
@@ -380,9 +365,7 @@ class Queen:
         message without ids) or BrokerError (``Message not found``).
         Wire: ``POST /api/v1/traces``.
         """
-        from .tracing import trace
-
-        return trace(self, message, names, data, event_type)
+        return tracing.trace(self._session, message, names, data, event_type)
 
     def delete_consumer_group(
         self, group: str, delete_metadata: bool = True, *, queue: Optional[str] = None
@@ -391,17 +374,13 @@ class Queen:
         under the same name it reads again from its subscription start (the whole history by
         default). See :func:`queen_sync.groups.delete_consumer_group`.
         Wire: ``DELETE /api/v1/consumer-groups/{group}[/queues/{queue}]?deleteMetadata=``."""
-        from .groups import delete_consumer_group
-
-        return delete_consumer_group(self, group, delete_metadata, queue=queue)
+        return groups.delete_consumer_group(self._session, group, delete_metadata, queue=queue)
 
     def update_consumer_group_timestamp(self, group: str, timestamp: Any) -> Dict[str, Any]:
         """Move a consumer group's subscription timestamp (ISO-8601 text or datetime); see
         :func:`queen_sync.groups.update_consumer_group_timestamp`.
         Wire: ``POST /api/v1/consumer-groups/{group}/subscription``."""
-        from .groups import update_consumer_group_timestamp
-
-        return update_consumer_group_timestamp(self, group, timestamp)
+        return groups.update_consumer_group_timestamp(self._session, group, timestamp)
 
     # ------------------------------------------------------------------ ack
 
@@ -450,67 +429,7 @@ class Queen:
         Wire: one message → ``POST /api/v1/ack``; a list → one ``POST /api/v1/ack/batch`` per
         effective consumer group (the broker applies the body-level group to every item).
         """
-        group, error = _ack_context(context)
-        codec.normalize_status(status)
-        if isinstance(message, Mapping):
-            eff = resolve_group(message, group)
-            body = codec.encode_ack(message, status, eff, error)
-            resp = self._request("POST", "/api/v1/ack", body=body, idempotent=False)
-            results = codec.decode_ack_result(resp.data)
-            if len(results) != 1:
-                raise ProtocolError("ack reply has %d items, expected 1" % len(results), resp.data)
-            result = results[0]
-            if result.get("success") is not True:
-                raise AckError(
-                    "ack of %s refused by the broker: %s" % (message.get("transactionId"), result.get("error")),
-                    status=resp.status,
-                    error=result.get("error"),
-                    body=results,
-                    results=results,
-                    failed=[result],
-                )
-            return result
-        if isinstance(message, (str, bytes)) or not isinstance(message, Sequence):
-            raise InvalidInputError(
-                "ack() takes a message dict or a list of them, got %s" % type(message).__name__
-            )
-        messages = list(message)
-        if not messages:
-            return []
-        batches: "OrderedDict[Optional[str], List[Tuple[int, Message]]]" = OrderedDict()
-        for i, m in enumerate(messages):
-            if not isinstance(m, Mapping):
-                raise InvalidInputError("ack item %d: a message must be a dict, got %s" % (i, type(m).__name__))
-            batches.setdefault(resolve_group(m, group), []).append((i, m))
-        encoded = []
-        for eff, items in batches.items():
-            encoded.append((items, codec.encode_ack_batch([m for _, m in items], status, eff, error)))
-        out: List[Optional[Dict[str, Any]]] = [None] * len(messages)
-        for items, body in encoded:
-            resp = self._request("POST", "/api/v1/ack/batch", body=body, idempotent=False)
-            results = codec.decode_ack_result(resp.data)
-            if len(results) != len(items):
-                raise ProtocolError(
-                    "batch ack reply has %d items, expected %d" % (len(results), len(items)), resp.data
-                )
-            ordered = sorted(results, key=lambda r: r.get("index", 0)) if _has_indexes(results) else results
-            for (pos, _), r in zip(items, ordered):
-                r = dict(r)
-                r["index"] = pos
-                out[pos] = r
-        final: List[Dict[str, Any]] = [r for r in out if r is not None]
-        failed = [r for r in final if r.get("success") is not True]
-        if failed:
-            raise AckError(
-                "%d of %d acks refused by the broker: %s"
-                % (len(failed), len(final), ", ".join(sorted({str(r.get("error")) for r in failed}))),
-                status=200,
-                error=failed[0].get("error"),
-                body=final,
-                results=final,
-                failed=failed,
-            )
-        return final
+        return acks.ack(self._session, message, status, context)
 
     # ------------------------------------------------------------------ renew
 
@@ -547,49 +466,4 @@ class Queen:
 
         Wire: ``POST /api/v1/lease/{leaseId}/extend`` with ``{}`` or ``{"seconds": N}``, one per lease.
         """
-        body = codec.encode_renew(seconds)
-        single = isinstance(target, (str, Mapping))
-        items = [target] if single else target
-        if isinstance(items, bytes) or not isinstance(items, Sequence):
-            raise InvalidInputError("renew() takes a lease id, a message or a list of them, got %r" % (target,))
-        lease_ids: List[str] = []
-        for i, t in enumerate(items):
-            if isinstance(t, Mapping):
-                lease = t.get("leaseId")
-                if not lease:
-                    raise InvalidInputError("renew item %d: the message has no leaseId (popped with auto-ack?)" % i)
-            else:
-                lease = t
-            lease_id = validate_path_token("lease id", lease)  # the same str, now typed as one
-            if lease_id not in lease_ids:
-                lease_ids.append(lease_id)
-        if not lease_ids:
-            return []
-        results: List[Dict[str, Any]] = []
-        for lease in lease_ids:
-            resp = self._request("POST", "/api/v1/lease/%s/extend" % lease, body=body, idempotent=True)
-            got = codec.decode_renew_result(resp.data)
-            if len(got) != 1:
-                raise ProtocolError("lease extend reply has %d items, expected 1" % len(got), resp.data)
-            results.append(got[0])
-        failed = [r for r in results if r.get("success") is not True]
-        if failed:
-            raise LeaseError(
-                "lease renewal refused by the broker: %s"
-                % ", ".join("%s (%s)" % (r.get("leaseId"), r.get("error")) for r in failed),
-                status=200,
-                error=failed[0].get("error"),
-                body=results,
-            )
-        return results[0] if single else results
-
-
-def _has_indexes(results: List[Dict[str, Any]]) -> bool:
-    return all(isinstance(r.get("index"), int) for r in results)
-
-
-def _ack_context(context: Optional[Mapping[str, Any]]) -> Tuple[Optional[str], Optional[str]]:
-    """Read ``{"group"|"consumer_group"|"consumerGroup": g, "error": text}``."""
-    group, extra = group_from_context(context, ("error",))
-    error = extra.get("error")
-    return group, (None if error is None else str(error))
+        return acks.renew(self._session, target, seconds)

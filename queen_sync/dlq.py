@@ -14,15 +14,12 @@ it whole each time.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ._validate import int_arg as _int_arg
-from .admin import _query, call
-from .builders import validate_name
-from .errors import ProtocolError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Queen
+from ._validate import validate_name
+from .wire import dlq as wire_dlq
+from .wire._base import Requester
 
 __all__ = ["DLQBuilder"]
 
@@ -35,12 +32,12 @@ class DLQBuilder:
 
     def __init__(
         self,
-        client: "Queen",
+        requester: Requester,
         queue: str,
         group: Optional[str] = None,
         partition: Optional[str] = None,
     ) -> None:
-        self._client = client
+        self._requester = requester
         self._queue = validate_name("queue", queue)
         self._group = None if group is None else validate_name("consumer group", group)
         self._partition = None if partition is None else validate_name("partition", partition)
@@ -89,19 +86,7 @@ class DLQBuilder:
 
         Wire: ``GET /api/v1/dlq?queue={q}[&consumerGroup={g}]`` (no limit / offset sent).
         """
-        doc = call(
-            self._client,
-            "GET",
-            "/api/v1/dlq",
-            what="dead-letter read of queue %r" % self._queue,
-            query=_query(queue=self._queue, consumerGroup=self._group),
-        )
-        if doc is None or (isinstance(doc, dict) and doc.get("messages") is None and "value" in doc):
-            rows: List[Dict[str, Any]] = []  # a 0.15 broker's {"success": true, "value": null}
-        elif isinstance(doc, dict) and isinstance(doc.get("messages"), list):
-            rows = doc["messages"]
-        else:
-            raise ProtocolError("dead-letter reply has no 'messages' list")
+        rows = wire_dlq.read(self._requester, self._queue, self._group)
         if self._partition is not None:
             rows = [r for r in rows if isinstance(r, dict) and r.get("partition") == self._partition]
         return rows[self._offset : self._offset + self._limit]

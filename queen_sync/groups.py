@@ -14,26 +14,27 @@ anything is sent. A refusal in a 200 body raises BrokerError.
 """
 
 # mypy: no-warn-return-any
-# (methods return the broker's decoded JSON body, typed Any by ``call``, as the documented
-# dict / list shape of a real 0.15 broker; they pass it on unchanged)
+# (functions return the broker's decoded JSON body, typed Any by the wire layer, as the
+# documented dict / list shape of a real 0.15 broker; they pass it on unchanged)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Optional
+import datetime as _dt
+from typing import Any, Dict, Optional, Union
 
 from ._validate import bool_arg as _bool_arg
-from .admin import Timestamp, _query, call, iso_timestamp
-from .builders import validate_name
+from ._validate import timestamp_arg, validate_name
 from .errors import InvalidInputError
+from .wire import groups as wire_groups
+from .wire._base import Requester
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Queen
+Timestamp = Union[str, _dt.datetime]
 
 __all__ = ["delete_consumer_group", "update_consumer_group_timestamp", "seek", "seek_partition_to_end"]
 
 
 def delete_consumer_group(
-    client: "Queen", group: str, delete_metadata: bool = True, *, queue: Optional[str] = None
+    requester: Requester, group: str, delete_metadata: bool = True, *, queue: Optional[str] = None
 ) -> Dict[str, Any]:
     """Drop ``group``'s cursors (and leases) on every queue, or on ``queue`` only.
 
@@ -55,19 +56,12 @@ def delete_consumer_group(
     """
     validate_name("consumer group", group)
     _bool_arg("delete_metadata", delete_metadata)
-    path = "/api/v1/consumer-groups/%s" % group
     if queue is not None:
-        path += "/queues/%s" % validate_name("queue", queue)
-    return call(
-        client,
-        "DELETE",
-        path,
-        what="delete of consumer group %r" % group,
-        query=_query(deleteMetadata=delete_metadata),
-    )
+        validate_name("queue", queue)
+    return wire_groups.delete(requester, group, delete_metadata, queue)
 
 
-def update_consumer_group_timestamp(client: "Queen", group: str, timestamp: Timestamp) -> Dict[str, Any]:
+def update_consumer_group_timestamp(requester: Requester, group: str, timestamp: Timestamp) -> Dict[str, Any]:
     """Move ``group``'s subscription timestamp (where it starts on partitions it has not
     consumed yet). It does not move existing cursors: use :func:`seek` for that.
 
@@ -80,19 +74,12 @@ def update_consumer_group_timestamp(client: "Queen", group: str, timestamp: Time
     Wire: ``POST /api/v1/consumer-groups/{group}/subscription`` ``{"subscriptionTimestamp": ts}``.
     """
     validate_name("consumer group", group)
-    ts = iso_timestamp("timestamp", timestamp)
-    return call(
-        client,
-        "POST",
-        "/api/v1/consumer-groups/%s/subscription" % group,
-        body={"subscriptionTimestamp": ts},
-        what="subscription update of consumer group %r" % group,
-        idempotent=True,
-    )
+    ts = timestamp_arg("timestamp", timestamp)
+    return wire_groups.set_subscription(requester, group, ts)
 
 
 def seek(
-    client: "Queen",
+    requester: Requester,
     group: str,
     queue: str,
     *,
@@ -123,18 +110,11 @@ def seek(
     _bool_arg("to_end", to_end)
     if to_end == (timestamp is not None):
         raise InvalidInputError("seek needs exactly one of to_end=True or timestamp=...")
-    body: Dict[str, Any] = {"toEnd": True} if to_end else {"timestamp": iso_timestamp("timestamp", timestamp)}
-    return call(
-        client,
-        "POST",
-        "/api/v1/consumer-groups/%s/queues/%s/seek" % (group, queue),
-        body=body,
-        what="seek of consumer group %r on queue %r" % (group, queue),
-        idempotent=not to_end,  # to end: RETRY_IF_UNSENT (see transport.py)
-    )
+    ts = None if to_end else timestamp_arg("timestamp", timestamp)
+    return wire_groups.seek(requester, group, queue, to_end=to_end, timestamp=ts)
 
 
-def seek_partition_to_end(client: "Queen", group: str, queue: str, partition: str) -> Dict[str, Any]:
+def seek_partition_to_end(requester: Requester, group: str, queue: str, partition: str) -> Dict[str, Any]:
     """Skip ``group`` past every message stored now in one partition of ``queue``.
 
     Returns:
@@ -148,10 +128,4 @@ def seek_partition_to_end(client: "Queen", group: str, queue: str, partition: st
     validate_name("consumer group", group)
     validate_name("queue", queue)
     validate_name("partition", partition)
-    return call(
-        client,
-        "POST",
-        "/api/v1/consumer-groups/%s/queues/%s/partitions/%s/seek" % (group, queue, partition),
-        what="seek of consumer group %r on %s/%s" % (group, queue, partition),
-        idempotent=False,  # to end: RETRY_IF_UNSENT (see transport.py)
-    )
+    return wire_groups.seek_partition_to_end(requester, group, queue, partition)

@@ -72,11 +72,11 @@ from .errors import (
     BufferFullError,
     ClientClosedError,
     InvalidInputError,
-    ProtocolError,
     QueenError,
     QueenHTTPError,
 )
-from .transport import RETRY_ALWAYS, Backoff, ExponentialBackoff, Transport
+from .transport import Backoff, ExponentialBackoff, Transport
+from .wire import messages as wire_messages
 
 __all__ = ["BufferOptions", "PushBuffer", "BufferManager", "FAILED_ITEM_ROUNDS", "DEFAULT_CLOSE_TIMEOUT_MILLIS"]
 
@@ -390,14 +390,10 @@ class PushBuffer:
             if self._stop.is_set():
                 return False
             try:
-                resp = self._transport.request(
-                    "POST", "/api/v1/push", body=body, retry=RETRY_ALWAYS, affinity_key=self._affinity
+                # a reply without one result per item (ProtocolError): outcome unknown, resend (same ids)
+                results, _status = wire_messages.push(
+                    self._transport, body, queue=self.queue, partition=self.partition, count=count
                 )
-                results = codec.decode_push_result(resp.data)
-                if len(results) != count:  # outcome unknown: resend the batch (same ids)
-                    raise ProtocolError(
-                        "push reply has %d results for %d items" % (len(results), count), resp.data
-                    )
             except ClientClosedError:
                 return False
             except QueenError as exc:

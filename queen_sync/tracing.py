@@ -11,19 +11,29 @@ never sent by these calls.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Union
 
-from .admin import call
+from .codec import QUEUE_MODE as _QUEUE_MODE
 from .errors import InvalidInputError
+from .wire import traces as wire_traces
+from .wire._base import Requester
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Queen
-
-__all__ = ["Message", "trace", "bind_messages"]
+__all__ = ["Message", "Tracer", "trace", "bind_messages"]
 
 Names = Union[str, Sequence[str], None]
 
-_QUEUE_MODE = "__QUEUE_MODE__"
+
+class Tracer(Protocol):
+    """What a :class:`Message` records its traces through (the client that consumed it:
+    :meth:`queen_sync.Queen.trace`)."""
+
+    def trace(
+        self,
+        message: Dict[str, Any],
+        names: Names = None,
+        data: Optional[Mapping[str, Any]] = None,
+        event_type: str = "info",
+    ) -> Dict[str, Any]: ...
 
 
 def _names(names: Names) -> Optional[List[str]]:
@@ -41,7 +51,7 @@ def _names(names: Names) -> Optional[List[str]]:
 
 
 def trace(
-    client: "Queen",
+    requester: Requester,
     message: Mapping[str, Any],
     names: Names = None,
     data: Optional[Mapping[str, Any]] = None,
@@ -83,15 +93,15 @@ def trace(
         group = g if isinstance(g, str) and g else _QUEUE_MODE
     elif not isinstance(group, str) or not group:
         raise InvalidInputError("group must be a non-empty str, got %r" % (group,))
-    body = {
-        "transactionId": tx,
-        "partitionId": pid,
-        "consumerGroup": group,
-        "traceNames": _names(names),
-        "eventType": event_type,
-        "data": dict(data),
-    }
-    reply: Dict[str, Any] = call(client, "POST", "/api/v1/traces", body=body, what="trace of message %s" % tx)
+    reply: Dict[str, Any] = wire_traces.record(
+        requester,
+        transaction_id=tx,
+        partition_id=pid,
+        group=group,
+        names=_names(names),
+        event_type=event_type,
+        data=data,
+    )
     return reply
 
 
@@ -104,7 +114,7 @@ class Message(Dict[str, Any]):
 
     __slots__ = ("_queen",)
 
-    def __init__(self, fields: Union[Mapping[str, Any], Iterable[Any]] = (), client: Optional["Queen"] = None) -> None:
+    def __init__(self, fields: Union[Mapping[str, Any], Iterable[Any]] = (), client: Optional[Tracer] = None) -> None:
         super().__init__(fields)
         self._queen = client
 
@@ -113,13 +123,13 @@ class Message(Dict[str, Any]):
         :meth:`Queen.trace` (same return value and exceptions)."""
         if self._queen is None:
             raise InvalidInputError("this message is not bound to a client; use Queen.trace(msg, ...)")
-        return trace(self._queen, self, names, data, event_type)
+        return self._queen.trace(self, names, data, event_type)
 
     def __reduce__(self) -> Any:
         return (dict, (dict(self),))
 
 
-def bind_messages(client: "Queen", messages: Sequence[Mapping[str, Any]]) -> List[Message]:
+def bind_messages(client: Tracer, messages: Sequence[Mapping[str, Any]]) -> List[Message]:
     """Wrap popped message dicts as :class:`Message` objects bound to ``client`` (a shallow
     copy each; no request). The consume loop calls this on every pop result before the
     handler sees it."""

@@ -8,8 +8,7 @@ from typing import Any, List
 import pytest
 
 from queen_sync import InvalidInputError, Queen
-from queen_sync.admin import UNREADABLE_QUEUE_OPTIONS
-from queen_sync.builders import QUEUE_OPTION_DEFAULTS
+from queen_sync.options import QUEUE_OPTION_DEFAULTS, UNREADABLE_QUEUE_OPTIONS
 
 ALL_OPTIONS = {
     "lease_time": 10,
@@ -140,13 +139,13 @@ def test_pop_auto_ack_commits_on_delivery(client: Queen, qname: str) -> None:
 def test_pop_auto_ack_query(embedded_broker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     with Queen(embedded_broker.url) as q:
         sent: List[Any] = []
-        real = q._request
+        real = q._session.request
 
         def spy(method: str, path: str, **kw: Any) -> Any:
             sent.append(kw.get("query"))
             return real(method, path, **kw)
 
-        monkeypatch.setattr(q, "_request", spy)
+        monkeypatch.setattr(q._session, "request", spy)
         q.queue("aq").auto_ack(True).pop()
         q.queue("aq").auto_ack(False).pop()
         q.queue("aq").pop()

@@ -98,13 +98,13 @@ def test_empty_dlq(client: Queen, qname: str) -> None:
 def test_dlq_wire_query(embedded_broker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     with Queen(embedded_broker.url) as q:
         sent: List[Any] = []
-        real = q._request
+        real = q._session.request
 
         def spy(method: str, path: str, **kw: Any) -> Any:
             sent.append((method, path, kw.get("query")))
             return real(method, path, **kw)
 
-        monkeypatch.setattr(q, "_request", spy)
+        monkeypatch.setattr(q._session, "request", spy)
         builder = q.queue("orders").dlq("billing").limit(5).offset(1)
         assert isinstance(builder, DLQBuilder)
         assert builder.get() == []

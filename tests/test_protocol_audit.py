@@ -165,13 +165,13 @@ def test_datetimes_are_normalised() -> None:
 def test_subscription_from_sends_the_normal_form(embedded_broker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     with Queen(embedded_broker.url) as q:
         sent: List[Dict[str, Any]] = []
-        real = q._request
+        real = q._session.request
 
         def spy(method: str, path: str, **kw: Any) -> Any:
             sent.append(dict(kw.get("query") or {}))
             return real(method, path, **kw)
 
-        monkeypatch.setattr(q, "_request", spy)
+        monkeypatch.setattr(q._session, "request", spy)
         q.queue("sf").push({"data": "old"})
         got = q.queue("sf").group("g").subscription_from("2000-01-01T05:00:00+05:00").pop()
         assert [m["data"] for m in got] == ["old"]

@@ -8,12 +8,12 @@ from typing import Any
 from django.apps import AppConfig
 from django.core.signals import setting_changed
 
+from . import SETTING_NAME, close_client, queen_settings
+
 log = logging.getLogger("queen_sync.contrib.django")
 
 
 def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
-    from . import SETTING_NAME, close_client, queen_settings
-
     if setting == SETTING_NAME:
         queen_settings()  # a bad override fails where it is made
         unsent = close_client()
@@ -31,7 +31,5 @@ class QueenSyncConfig(AppConfig):
     default = True
 
     def ready(self) -> None:
-        from . import queen_settings
-
         queen_settings()
         setting_changed.connect(_on_setting_changed, dispatch_uid="queen_sync.contrib.django.setting_changed")

@@ -1,0 +1,601 @@
+"""The fluent, blocking queue builder: :class:`QueueBuilder` (create / delete / push / pop /
+consume / dead-letter reads of one queue).
+
+Every setter returns a **new** builder (the original is unchanged), so a builder can be
+kept and reused, even from several threads::
+
+    orders = q.queue("orders")
+    orders.partition("acme").push({"data": {"id": 1}})      # orders itself has no partition
+    msgs = orders.group("billing").batch(10).wait(True).pop()
+
+Names of queues, partitions and consumer groups must be non-empty strings of URL-safe
+characters ``[A-Za-z0-9._~-]`` (not ``"."`` nor ``".."``): a 0.15 broker does not URL-decode
+paths. Bad input raises :class:`InvalidInputError` before anything is sent.
+
+The builder works through the client's :class:`~queen_sync._session.Session`: its wire
+requester (routes in :mod:`queen_sync.wire`), its buffer manager (:mod:`queen_sync.producer`)
+and its consumer registry (``consume()``).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Union, cast, overload
+
+from . import codec
+from ._session import Session
+from ._validate import bool_arg, int_arg, items_arg, timestamp_arg, validate_name
+from .dlq import DLQBuilder
+from .errors import BrokerError, InvalidInputError
+from .options import QUEUE_OPTION_DEFAULTS, check_options, update_queue_config
+from .producer import BufferOptions
+from .wire import messages as wire_messages
+from .wire.messages import PopSpec
+from .wire import resources as wire_resources
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .consumer import ConsumeResult, Consumer
+
+__all__ = ["QueueBuilder"]
+
+Message = Dict[str, Any]
+
+
+def _subscription_from(value: Any) -> str:
+    return timestamp_arg("subscription_from", value, allow_now=True)
+
+
+class QueueBuilder:
+    """Builder for one queue, made by :meth:`Queen.queue`. Setters return a new builder.
+
+    Pop/consume settings: ``partition``, ``group``, ``batch``, ``partitions``, ``wait``,
+    ``timeout_millis``, ``subscription_mode``, ``subscription_from``, ``auto_ack``; consume
+    only: ``each``, ``limit``, ``idle_millis``, ``concurrency``. Configure: ``namespace``,
+    ``task``, ``config``.
+    """
+
+    def __init__(self, session: Session, name: str) -> None:
+        self._session = session
+        self._name = validate_name("queue", name)
+        self._namespace: Optional[str] = None
+        self._task: Optional[str] = None
+        self._config: Dict[str, Any] = {}
+        self._partition: Optional[str] = None
+        self._group: Optional[str] = None
+        self._batch: int = 1
+        self._partitions: Optional[int] = None
+        self._wait: Optional[bool] = None
+        self._timeout: Optional[int] = None
+        self._sub_mode: Optional[str] = None
+        self._sub_from: Optional[str] = None
+        self._auto_ack: Optional[bool] = None
+        self._each = False
+        self._limit: Optional[int] = None
+        self._idle: Optional[int] = None
+        self._concurrency = 1
+        self._renew = False
+        self._renew_interval: Optional[int] = None
+        self._on_success: Optional[Callable[[Any, Any], Any]] = None
+        self._on_error: Optional[Callable[[Any, BaseException], Any]] = None
+        self._buffer: Any = None  # producer.BufferOptions when buffer() was called
+
+    def __repr__(self) -> str:
+        parts = ["queue=%r" % self._name]
+        if self._partition is not None:
+            parts.append("partition=%r" % self._partition)
+        if self._group is not None:
+            parts.append("group=%r" % self._group)
+        return "QueueBuilder(%s)" % ", ".join(parts)
+
+    def _with(self, **changes: Any) -> "QueueBuilder":
+        new = copy.copy(self)
+        for k, v in changes.items():
+            setattr(new, k, v)
+        return new
+
+    @property
+    def name(self) -> str:
+        """The queue name."""
+        return self._name
+
+    # ---------------------------------------------------------------- configure / delete
+
+    def namespace(self, namespace: str) -> "QueueBuilder":
+        """Namespace sent with :meth:`create` (a 0.15 broker has no namespace pops)."""
+        if not isinstance(namespace, str):
+            raise InvalidInputError("namespace must be a str, got %r" % (namespace,))
+        return self._with(_namespace=namespace)
+
+    def task(self, task: str) -> "QueueBuilder":
+        """Task sent with :meth:`create`."""
+        if not isinstance(task, str):
+            raise InvalidInputError("task must be a str, got %r" % (task,))
+        return self._with(_task=task)
+
+    def config(self, options: Mapping[str, Any]) -> "QueueBuilder":
+        """Queue options for :meth:`create`, snake_case or camelCase keys (sent camelCase;
+        broker default in brackets):
+
+        - ``lease_time`` / ``leaseTime``: lease length in **seconds** [300].
+        - ``retry_limit``: nacks that redeliver; the next nack dead-letters [3].
+        - ``retry_delay``: retry delay in **milliseconds** [1000] (stored; a 0.15 broker was
+          seen redelivering a nacked message at once).
+        - ``dead_letter_queue``, ``dlq_after_max_retries``: flags [False]; a 0.15 broker
+          stores them but dead-letters after ``retry_limit`` regardless.
+        - ``priority``: queue priority, int [0].
+        - ``delayed_processing``: a message becomes visible this many **seconds** after push [0].
+        - ``window_buffer``: a partition is served only once its newest message is this many
+          **seconds** old [0].
+        - ``max_size``: max messages; not enforced by a 0.15 broker [0 = unlimited].
+        - ``ttl``: message time-to-live in **seconds** [3600].
+        - ``retention_seconds``, ``completed_retention_seconds``: retention of pending /
+          completed messages, **seconds** [0 = keep]; ``retention_enabled`` [False].
+        - ``encryption_enabled``: payload encryption at rest [False].
+        - ``max_wait_time_seconds``: messages older than this many **seconds** are deleted
+          (not dead-lettered) [0 = never].
+
+        Merged with earlier ``config()`` calls. :meth:`create` resets every option not given;
+        :meth:`update_config` changes only the given ones.
+
+        Raises:
+            InvalidInputError: an unknown key, or a value of the wrong type.
+        """
+        merged = dict(self._config)
+        merged.update(check_options(options))
+        return self._with(_config=merged)
+
+    def create(self) -> Dict[str, Any]:
+        """Create or reconfigure the queue (an upsert: options not given are **reset** to the
+        broker defaults, which are sent explicitly).
+
+        Returns:
+            the broker dict ``{configured: True, queue, queueId, partitionId, namespace, task,
+            options: {...15 camelCase options}}``.
+
+        Raises:
+            BrokerError: the broker answered with ``error`` / ``success: false``.
+            ProtocolError: the reply is not a JSON object.
+
+        Wire: ``POST /api/v1/configure`` ``{queue, namespace?, task?, options}``.
+        """
+        options = dict(QUEUE_OPTION_DEFAULTS)
+        options.update(self._config)
+        doc = wire_resources.configure(
+            self._session, self._name, options, namespace=self._namespace, task=self._task
+        )
+        self._session.options.remember(doc)  # for update_config(): see queen_sync.options
+        return doc
+
+    def update_config(self, options: Mapping[str, Any]) -> Dict[str, Any]:
+        """Change some queue options and keep the others (``create()`` resets every option
+        not given; this does not). Keys and units as in :meth:`config`; the builder's
+        ``namespace()`` / ``task()`` apply when set, else the queue's are kept.
+
+        Reads the queue first (``GET /api/v1/status/queues/{q}``, which reports leaseTime,
+        retryLimit, retryDelay, ttl, deadLetterQueue, maxSize and priority, plus namespace
+        and task), merges ``options`` over them, and sends the full set with
+        ``POST /api/v1/configure``. A 0.15 broker never reports the other 8 options
+        (dlqAfterMaxRetries, delayedProcessing, windowBuffer, retentionSeconds,
+        completedRetentionSeconds, retentionEnabled, encryptionEnabled, maxWaitTimeSeconds):
+        they come from ``options``, else from this client's last configure of the queue, else
+        they are reset to the broker defaults (a warning is logged). A missing queue is created.
+
+        Race: read and write are two calls; a configure by someone else in between is
+        overwritten (last writer wins). Serialise configuration changes yourself if needed.
+
+        Returns:
+            the configure reply ``{configured: True, queue, queueId, partitionId, namespace,
+            task, options: {...15 options}}``.
+
+        Raises:
+            InvalidInputError: an unknown option key or a bad value (nothing sent).
+            BrokerError: the broker refused the read or the configure.
+        """
+        return update_queue_config(
+            self._session, self._session.options, self._name, options, self._namespace, self._task
+        )
+
+    def dlq(self, group: Optional[str] = None) -> "DLQBuilder":
+        """A builder reading this queue's dead-letter queue (rows of consumer group ``group``,
+        or of every group), filtered to this builder's partition unless it is ``"Default"``:
+        ``q.queue("orders").dlq("billing").limit(10).offset(0).get()`` → list of rows with
+        ``errorMessage`` and ``retryCount``. See :class:`queen_sync.dlq.DLQBuilder`."""
+        part = None if self._partition in (None, "Default") else self._partition
+        return DLQBuilder(self._session, self._name, group, part)
+
+    def delete(self) -> Dict[str, Any]:
+        """Delete the queue with all its messages (idempotent).
+
+        Returns:
+            ``{deleted: True, existed: bool, queue}``.
+
+        Raises:
+            BrokerError: the broker answered with ``error`` / ``success: false``.
+            ProtocolError: the reply is not a JSON object.
+
+        Wire: ``DELETE /api/v1/resources/queues/{queue}``.
+        """
+        doc = wire_resources.delete_queue(self._session, self._name)
+        self._session.options.forget(self._name)  # for update_config(): see queen_sync.options
+        return doc
+
+    # ---------------------------------------------------------------- push
+
+    def partition(self, name: str) -> "QueueBuilder":
+        """Partition for push / pop / consume. For pop and consume, ``"Default"`` means any
+        partition (the wildcard route)."""
+        return self._with(_partition=validate_name("partition", name))
+
+    def push(self, items: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]) -> List[Dict[str, Any]]:
+        """Push one item or a list of items.
+
+        Args:
+            items: ``{"data": payload}`` (or ``{"payload": payload}``: exactly one of the
+                two), optional ``transactionId`` (dedup key per partition, a non-empty str; a
+                UUIDv7 is minted when absent) and ``traceId`` (a UUID string). No other key
+                is accepted (a typo such as ``transactionID`` would silently lose dedup).
+
+        Returns:
+            the broker's per-item results in input order (exactly one per item), each
+            ``{index, status, transaction_id, ...}`` where ``status`` is:
+
+            - ``"queued"``: stored (with ``message_id``, ``partition_id``, ``queueName``);
+            - ``"duplicate"``: that ``transactionId`` is already stored on the partition
+              (``message_id`` is the stored one's);
+            - ``"buffered"``: **accepted but not stored yet** — a broker in push
+              maintenance mode (or failing over on a database error) wrote it to its own
+              file buffer and stores it later (``{status, queue, partition,
+              transactionId}``); it is not visible to pop until then, and is lost if that
+              broker's disk is.
+
+            ``push([])`` returns ``[]`` without a request. With :meth:`buffer` the results
+            are this client's ``"pending"`` receipts instead (see there).
+
+        Payloads are sent as JSON: NaN and ±Infinity (which JSON cannot represent) are sent
+        as ``null``; numbers are not checked one by one.
+
+        Raises:
+            InvalidInputError: a bad item (not a dict, an unknown key, both or neither of
+                ``data`` / ``payload``, a bad ``transactionId`` / ``traceId``; the message
+                names the item's index) or a payload that is not JSON-serialisable; nothing
+                is sent (or buffered).
+            BrokerError: the broker refused the push, or an item came back ``failed``
+                (``.body`` holds the results).
+            ProtocolError: the reply does not hold one result per item (e.g. ``[]``): the
+                outcome is unknown; pushing the same items again (same ``transactionId`` s)
+                is safe.
+
+        Wire: ``POST /api/v1/push`` ``{"items": [...]}`` (retried safely: ids are client-minted).
+        """
+        lst = items_arg(items, "push()")
+        if not lst:
+            return []
+        if self._buffer is not None:  # buffered: see buffer() and queen_sync/producer.py
+            self._session.check_open()
+            return self._session.producer.push(self._name, self._partition, lst, self._buffer)
+        body, _wire = codec.encode_push(self._name, self._partition, lst)
+        results, status = wire_messages.push(
+            self._session, body, queue=self._name, partition=self._partition, count=len(lst)
+        )
+        failed = [r for r in results if r.get("status") == "failed"]
+        if failed:
+            raise BrokerError(
+                "%d of %d pushed items failed: %s"
+                % (len(failed), len(results), ", ".join(sorted({str(r.get("error")) for r in failed}))),
+                status=status,
+                error=failed[0].get("error"),
+                body=results,
+            )
+        return results
+
+    def buffer(
+        self,
+        message_count: Any = 100,
+        time_millis: int = 1000,
+        *,
+        max_bytes: int = 1 << 20,
+        max_messages: Optional[int] = None,
+        block_timeout_millis: int = 10000,
+    ) -> "QueueBuilder":
+        """Buffer this builder's pushes and send them in batches from a background thread
+        (one buffer per queue/partition; see :mod:`queen_sync.producer`).
+
+        Args:
+            message_count: send a batch at this many buffered messages; also the largest
+                batch (default 100). A dict ``{"message_count": .., "time_millis": ..}``
+                (official-client style) is accepted too.
+            time_millis: send a batch this many **milliseconds** after the oldest buffered
+                message arrived (default 1000).
+            max_bytes: send a batch at this many bytes of encoded items (default 1 MiB).
+            max_messages: bound of unsent messages (default ``max(10000, 10 * message_count)``).
+            block_timeout_millis: when the buffer is full, ``push`` waits this many
+                **milliseconds** for room, then raises :class:`BufferFullError` (default 10000).
+
+        ``push()`` then validates and encodes the items at once (bad input raises
+        :class:`InvalidInputError`, nothing buffered) and returns one ``{index, status:
+        "pending", transaction_id, queueName}`` per item: ``"pending"`` means held in this
+        client's buffer, not sent yet (unlike a broker's ``"buffered"``, see :meth:`push`).
+        Delivery: :meth:`flush`, ``Queen.flush_all_buffers()``, ``Queen.close()``; counters:
+        ``Queen.get_buffer_stats()``. Failed sends (connection errors, 5xx, 408, 429) are
+        resent until delivered or closed; a batch the broker **permanently refuses** (any
+        other 4xx, e.g. 413 body too large, 400, 401/403) is not retried: its messages are
+        counted in the stats' ``failed``, logged at ERROR (queue, partition, count, status,
+        error text) and dropped, and the rest of the buffer goes on.
+
+        Raises:
+            InvalidInputError: a bad option value.
+        """
+        if isinstance(message_count, Mapping):
+            opts = dict(message_count)
+            unknown = set(opts) - {"message_count", "time_millis", "max_bytes", "max_messages", "block_timeout_millis"}
+            if unknown:
+                raise InvalidInputError("unknown buffer option(s) %s" % sorted(map(str, unknown)))
+            return self._with(_buffer=BufferOptions(**opts))
+        return self._with(
+            _buffer=BufferOptions(
+                message_count=message_count,
+                time_millis=time_millis,
+                max_bytes=max_bytes,
+                max_messages=max_messages,
+                block_timeout_millis=block_timeout_millis,
+            )
+        )
+
+    def flush(self, timeout_millis: Optional[int] = None) -> int:
+        """Send this queue/partition's buffered pushes now and wait until the broker confirmed
+        them (at most ``timeout_millis`` **milliseconds**; None = until delivered).
+
+        Returns:
+            the number of messages still unconfirmed (0 = all delivered, or nothing buffered).
+        """
+        self._session.check_open()
+        return self._session.producer.flush(self._name, self._partition, timeout_millis)
+
+    flush_buffer = flush
+
+    # ---------------------------------------------------------------- pop settings
+
+    def group(self, name: str) -> "QueueBuilder":
+        """Consumer group (each group has its own cursor); without one, queue mode."""
+        return self._with(_group=validate_name("consumer group", name))
+
+    def batch(self, n: int) -> "QueueBuilder":
+        """Messages per pop (>= 1; default 1)."""
+        return self._with(_batch=int_arg("batch", n, 1))
+
+    def partitions(self, n: int) -> "QueueBuilder":
+        """How many partitions one wildcard pop may claim (>= 1; broker default 1)."""
+        return self._with(_partitions=int_arg("partitions", n, 1))
+
+    def wait(self, enabled: bool = True) -> "QueueBuilder":
+        """Long poll: the broker holds the pop until a message arrives or the timeout passes.
+        Default: **False for pop()**, True for consume()."""
+        return self._with(_wait=bool_arg("wait", enabled))
+
+    def timeout_millis(self, ms: int) -> "QueueBuilder":
+        """Long-poll timeout in **milliseconds** (>= 0; default: the client's timeout_millis)."""
+        return self._with(_timeout=int_arg("timeout_millis", ms, 0))
+
+    def subscription_mode(self, mode: str) -> "QueueBuilder":
+        """Where a **new** consumer group starts: ``"all"`` (whole history, the broker
+        default) or ``"new"`` (only messages after its first pop)."""
+        if mode not in ("all", "new"):
+            raise InvalidInputError("subscription_mode must be 'all' or 'new', got %r" % (mode,))
+        return self._with(_sub_mode=mode)
+
+    def subscription_from(self, start: Union[str, _dt.datetime]) -> "QueueBuilder":
+        """Where a new consumer group starts: ``"now"``, an ISO-8601 timestamp such as
+        ``2026-11-30T06:21:21.749Z`` / ``2026-11-30T07:21:21+01:00`` / ``2026-11-30`` (no
+        offset means UTC), or a datetime (naive means UTC). Timestamps are sent as
+        ``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC; forms a broker cannot read (week dates
+        ``2026-W01-1``, basic ``20260101T000000Z``) raise :class:`InvalidInputError`
+        (a 0.15 broker would silently read them as "all history")."""
+        return self._with(_sub_from=_subscription_from(start))
+
+    def auto_ack(self, enabled: bool = True) -> "QueueBuilder":
+        """pop(): True sends ``autoAck=true``: the broker commits the messages **at delivery**
+        (at-most-once: no lease, ``leaseId`` is ``""``, nothing to ack or renew; a message is
+        lost if the caller dies before processing it). Default False (at-least-once: ack
+        each message). consume(): True (default) acks ``completed`` after the handler returns
+        and nacks ``failed`` when it raises; False leaves acking to the handler (consume never
+        sends ``autoAck=true``)."""
+        return self._with(_auto_ack=bool_arg("auto_ack", enabled))
+
+    def each(self) -> "QueueBuilder":
+        """consume(): call the handler with one message at a time, even when ``batch > 1``."""
+        return self._with(_each=True)
+
+    def limit(self, n: int) -> "QueueBuilder":
+        """consume(): stop after ``n`` messages in total across all workers (never overshoots)."""
+        return self._with(_limit=int_arg("limit", n, 1))
+
+    def idle_millis(self, ms: int) -> "QueueBuilder":
+        """consume(): stop after ``ms`` **milliseconds** without a message."""
+        return self._with(_idle=int_arg("idle_millis", ms, 1))
+
+    def concurrency(self, n: int) -> "QueueBuilder":
+        """consume(): number of worker threads (>= 1; default 1)."""
+        return self._with(_concurrency=int_arg("concurrency", n, 1))
+
+    def renew_lease(self, enabled: bool = True, interval_millis: Optional[int] = None) -> "QueueBuilder":
+        """consume(): keep the leases of unfinished messages alive while they wait or are
+        handled, renewing at least every ``interval_millis`` **milliseconds** (default
+        10000). Each renewal asks for max(5, 3 × interval) seconds. The first renewal of a
+        pop's lease is sent min(interval, 500 ms) after the pop (the queue's ``leaseTime``
+        may be shorter than the interval), the next ones at half the time the broker's
+        ``expiresAt`` leaves, at most ``interval_millis`` apart. A lease already expired at its
+        first renewal is logged (WARNING, once per consumer): then shorten the interval or
+        lengthen the queue's ``leaseTime``.
+        Wire: ``POST /api/v1/lease/{leaseId}/extend`` ``{"seconds": N}``."""
+        bool_arg("renew_lease enabled", enabled)
+        if interval_millis is not None:
+            int_arg("interval_millis", interval_millis, 1)
+        default = self._session.consumers.default_renew_interval_millis
+        interval = (default if interval_millis is None else interval_millis) if enabled else None
+        return self._with(_renew=enabled, _renew_interval=interval)
+
+    def on_success(self, callback: Callable[[Any, Any], Any]) -> "QueueBuilder":
+        """consume(): call ``callback(message_or_list, handler_result)`` after the handler
+        returns. Setting on_success or on_error turns auto-ack off: the callbacks ack."""
+        if not callable(callback):
+            raise InvalidInputError("on_success() needs a callable, got %r" % (callback,))
+        return self._with(_on_success=callback)
+
+    def on_error(self, callback: Callable[[Any, BaseException], Any]) -> "QueueBuilder":
+        """consume(): call ``callback(message_or_list, exception)`` when the handler (or
+        on_success) raises; the exception is then swallowed. Turns auto-ack off."""
+        if not callable(callback):
+            raise InvalidInputError("on_error() needs a callable, got %r" % (callback,))
+        return self._with(_on_error=callback)
+
+    def pop_spec(self, *, for_consume: bool = False) -> PopSpec:
+        """The :class:`PopSpec` this builder describes (pop defaults, or consume defaults)."""
+        wait = self._wait if self._wait is not None else for_consume
+        return PopSpec(
+            queue=self._name,
+            partition=self._partition,
+            group=self._group,
+            batch=self._batch,
+            partitions=self._partitions,
+            wait=wait,
+            timeout_millis=self._timeout if self._timeout is not None else self._session.timeout_millis,
+            subscription_mode=self._sub_mode,
+            subscription_from=self._sub_from,
+            auto_ack=bool(self._auto_ack) if not for_consume else False,
+        )
+
+    # ---------------------------------------------------------------- pop / consume
+
+    def pop(self) -> List[Message]:
+        """Pop up to ``batch`` messages once.
+
+        Returns:
+            the message dicts (``id, transactionId, partitionId, partition, data, createdAt,
+            leaseId, consumerGroup, traceId, producerSub``); ``[]`` when there is nothing to
+            deliver (empty queue, all partitions leased, long poll expired). ``wait`` defaults
+            to **False** here.
+
+        Raises:
+            BrokerError / QueenHTTPError / QueenConnectionError: real failures (never ``[]``).
+
+        Wire: ``GET /api/v1/pop/queue/{q}[/partition/{p}]?batch=&wait=&timeout=&consumerGroup=
+        &partitions=&autoAck=&subscriptionMode=&subscriptionFrom=``.
+        """
+        return wire_messages.pop(self._session, self.pop_spec())
+
+    @overload
+    def consume(
+        self,
+        handler: Callable[[Any], Any],
+        *,
+        stop_event: Optional[Any] = ...,
+        background: Literal[False] = ...,
+        handle_signals: bool = ...,
+        drain_timeout: float = ...,
+    ) -> "ConsumeResult": ...
+
+    @overload
+    def consume(
+        self,
+        handler: Callable[[Any], Any],
+        *,
+        stop_event: Optional[Any] = ...,
+        background: Literal[True],
+        handle_signals: bool = ...,
+        drain_timeout: float = ...,
+    ) -> "Consumer": ...
+
+    @overload
+    def consume(
+        self,
+        handler: Callable[[Any], Any],
+        *,
+        stop_event: Optional[Any] = ...,
+        background: bool,
+        handle_signals: bool = ...,
+        drain_timeout: float = ...,
+    ) -> Union["ConsumeResult", "Consumer"]: ...
+
+    def consume(
+        self,
+        handler: Callable[[Any], Any],
+        *,
+        stop_event: Optional[Any] = None,
+        background: bool = False,
+        handle_signals: bool = False,
+        drain_timeout: float = 30.0,
+    ) -> Union["ConsumeResult", "Consumer"]:
+        """Consume with ``concurrency`` handler threads until ``limit`` messages, ``idle_millis``
+        without a message, ``stop_event`` (a ``threading.Event``) is set, the client is
+        closed, or a stop (:meth:`Consumer.stop`, KeyboardInterrupt, or a signal with
+        ``handle_signals``). See :mod:`queen_sync.consumer` for the details.
+
+        .. warning::
+            **What the handler receives depends on** ``batch`` **and** ``each()``:
+
+            * ``each()`` or ``batch(1)`` (the default): **one message dict** per call.
+            * ``batch(n)`` with ``n > 1`` and **no** ``.each()``: a **list** of message dicts
+              (the messages of one partition from one pop) per call — even when the list
+              holds a single message. Write ``for m in msgs:`` in such a handler, or add
+              ``.each()`` to get one dict at a time.
+
+        Within one partition messages are handled one at a time in push order; different
+        partitions run in parallel; at most ``concurrency × batch`` messages are held. With
+        auto-ack (default) a return acks ``completed`` and an exception nacks ``failed`` with
+        the exception text (the consumer goes on; each failure is logged at WARNING with its
+        traceback); refused acks are logged and counted. With ``auto_ack(False)`` the handler acks itself,
+        and an exception stops the consumer and is re-raised. ``on_success`` / ``on_error``
+        callbacks turn auto-ack off. ``renew_lease(True)`` keeps leases alive. Connection
+        errors are retried forever with backoff; authentication errors stop the consumer.
+        If ``idle_millis`` passes while the broker is unreachable (an outage is in progress
+        and no call got an answer since it began), the consumer stops with reason
+        ``"unreachable"`` and the last connection error is raised (blocking) or kept in
+        ``Consumer.error`` and re-raised by ``join()`` (background): a cron job can tell
+        "no work" (reason ``"idle"``) from "broker down". ``Queen.close()`` stops the
+        client's consumers gracefully (in-flight handlers finish and are acked) first, within
+        its one close deadline (a handler still running then is abandoned; the broker
+        redelivers its message after the lease expires).
+
+        Args:
+            handler: callable taking a message dict (``each()`` / ``batch(1)``) or a **list**
+                of them (``batch(n > 1)`` without ``each()``), see the warning above.
+            stop_event: optional ``threading.Event`` that stops the consumer when set.
+            background: False (default) blocks and returns a ConsumeResult; True starts the
+                consumer in background threads and returns the
+                :class:`~queen_sync.consumer.Consumer` (``stop(drain_timeout)``,
+                ``join(timeout)``, ``is_running``, live counters).
+            handle_signals: turn SIGTERM / SIGINT into a graceful stop and restore the
+                previous handlers afterwards (main thread only, else InvalidInputError).
+                Default False: no signal handler is installed.
+            drain_timeout: **seconds** a stop waits for popped messages to be handled and
+                acked (default 30.0). Then the messages no handler got are released, except
+                those queued behind a still-running handler of the same partition: they are
+                released once it returns. The blocking form returns at the end of the drain;
+                handlers still running then finish in the background (their acks and those
+                releases are not in the returned counts: use ``background=True`` and
+                ``join()`` for the final ones).
+
+        Returns:
+            a :class:`~queen_sync.consumer.ConsumeResult` (counts and stop reason), or the
+            running :class:`~queen_sync.consumer.Consumer` with ``background=True``.
+
+        Raises:
+            InvalidInputError: bad arguments. In blocking mode: the handler's exception
+            (``auto_ack(False)``), an AuthenticationError or other non-transient pop error;
+            QueenConnectionError (or the QueenHTTPError of a 5xx / 429 reply) when
+            ``idle_millis`` passed with the broker unreachable (reason ``"unreachable"``);
+            KeyboardInterrupt is re-raised after a graceful stop.
+        """
+        consumer = self._session.consumers.create(
+            self,
+            handler,
+            stop_event=stop_event,
+            handle_signals=handle_signals,
+            drain_timeout=drain_timeout,
+        )
+        if bool_arg("background", background):
+            return cast("Consumer", consumer.start())
+        return cast("ConsumeResult", consumer.run())
+
+

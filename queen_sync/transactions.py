@@ -1,0 +1,310 @@
+"""Transactions: :class:`TransactionBuilder`, an atomic bundle of pushes and acks
+committed with one ``POST /api/v1/transaction``, and its ``queue(q)[.partition(p)]`` step
+:class:`TransactionQueueBuilder`.
+
+The commit body is built once; a commit whose outcome is unknown (lost reply) is retried
+on the same builder with the same bytes, and a refused retry is read to tell whether the
+earlier attempt landed (see :meth:`TransactionBuilder.commit`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from . import codec
+from ._session import Session
+from ._validate import group_from_context, int_arg, items_arg, resolve_group, validate_name
+from .errors import (
+    ClientClosedError,
+    InvalidInputError,
+    ProtocolError,
+    QueenConnectionError,
+    QueenHTTPError,
+    TransactionError,
+)
+from .wire import messages as wire_messages
+
+__all__ = ["TransactionBuilder", "TransactionQueueBuilder"]
+
+Message = Dict[str, Any]
+
+# the logger these messages had before they moved here (users may have configured it)
+log = logging.getLogger("queen_sync.builders")
+
+
+class TransactionQueueBuilder:
+    """The ``transaction().queue(q)[.partition(p)]`` step; :meth:`push` returns the transaction."""
+
+    def __init__(self, tx: "TransactionBuilder", queue: str, partition: Optional[str] = None) -> None:
+        self._tx = tx
+        self._queue = validate_name("queue", queue)
+        self._partition = partition
+
+    def partition(self, name: str) -> "TransactionQueueBuilder":
+        """Partition of the pushed items (default: the broker's ``Default``)."""
+        return TransactionQueueBuilder(self._tx, self._queue, validate_name("partition", name))
+
+    def push(self, items: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]) -> "TransactionBuilder":
+        """Add a push of one item or a list (same item rules as :meth:`QueueBuilder.push`;
+        each item gets a client-minted ``transactionId``). Returns the transaction builder."""
+        lst = items_arg(items, "transaction push()")
+        self._tx._add(codec.build_tx_push_op(self._queue, self._partition, lst))
+        return self._tx
+
+
+class TransactionBuilder:
+    """An atomic bundle of pushes and acks, made by :meth:`Queen.transaction`::
+
+        q.transaction().queue("invoices").partition("acme").push([{"data": inv}]) \\
+            .ack(order, "completed", {"consumer_group": "billing"}).commit()
+
+    The commit body is built once, at the first :meth:`commit`; after that no operation can
+    be added, and a commit whose outcome is unknown (lost reply) may be retried on the same
+    builder, which resends the same body (see :meth:`commit`).
+
+    Not thread-safe; build and commit it in one thread.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._ops: List[Dict[str, Any]] = []
+        self._body: Optional[bytes] = None  # built once, at the first commit
+        self._outcome: Optional[str] = None  # None (not sent / unknown), "committed", "rejected"
+        self._uncertain = False  # an earlier attempt may have reached the broker
+
+    def __repr__(self) -> str:
+        state = ""
+        if self._outcome is not None:
+            state = ", " + self._outcome
+        elif self._uncertain:
+            state = ", outcome unknown"
+        return "TransactionBuilder(operations=%d%s)" % (len(self._ops), state)
+
+    def _add(self, op: Dict[str, Any]) -> None:
+        if self._outcome == "committed":
+            raise InvalidInputError("this transaction was already committed")
+        if self._body is not None:
+            raise InvalidInputError(
+                "this transaction was already sent: no operation can be added (retry commit() "
+                "or build a new transaction)"
+            )
+        self._ops.append(op)
+
+    @property
+    def operations(self) -> List[Dict[str, Any]]:
+        """A copy of the operations added so far (wire dicts)."""
+        return [dict(op) for op in self._ops]
+
+    def queue(self, name: str) -> TransactionQueueBuilder:
+        """Start a push to queue ``name``."""
+        return TransactionQueueBuilder(self, name)
+
+    def ack(
+        self,
+        messages: Union[Message, Sequence[Message]],
+        status: Union[bool, str] = "completed",
+        context: Optional[Mapping[str, Any]] = None,
+    ) -> "TransactionBuilder":
+        """Add an ack of one message or a list.
+
+        Args:
+            messages: popped message dicts; each op carries the message's ``leaseId``, so
+                the whole commit is rejected if the lease has expired.
+            status: ``"completed"`` (or True / ``"success"``), ``"failed"`` / False or
+                ``"dlq"`` (both go straight to the dead-letter queue inside a transaction).
+                ``"retry"`` is refused (a 0.15 broker rejects it in transactions).
+            context: ``{"consumer_group": g}`` or ``{"group": g}``; default: the message's
+                own ``consumerGroup`` (queue mode for ``__QUEUE_MODE__``). ``{"error": text}``
+                is the reason a ``failed`` / ``dlq`` ack records as the dead-letter row's
+                ``errorMessage`` (without it the broker writes ``"Unknown error"``).
+
+        Raises:
+            InvalidInputError: a bad message, status or context, or the transaction was
+                already sent (nothing added).
+
+        Wire: each message becomes ``{"type": "ack", transactionId, partitionId, status,
+        consumerGroup?, leaseId?, error?}`` in the commit body.
+        """
+        st = codec.normalize_status(status)
+        if st == "retry":
+            raise InvalidInputError("status 'retry' is not accepted inside a transaction by a Queen 0.15 broker")
+        group, extra = group_from_context(context, ("error",))
+        error = extra.get("error")
+        lst = items_arg(messages, "transaction ack()")
+        if not lst:
+            raise InvalidInputError("transaction ack() needs at least one message")
+        ops = [codec.build_tx_ack_op(m, st, resolve_group(m, group), error) for m in lst]
+        for op in ops:
+            self._add(op)
+        return self
+
+    def commit(self, retries: int = 0) -> Dict[str, Any]:
+        """Send the transaction; the broker applies all operations or none.
+
+        The body (with the client-minted ``transactionId`` of every pushed item) is built
+        once, at the first call. The transport **never resends a transaction by itself**
+        once it may have reached the broker: a lost reply (connection broken after sending,
+        read timeout, a 500 / 502 / 504) raises, and the transaction may or may not have
+        been applied. Then call ``commit()`` again **on the same builder** (never build a
+        new transaction: its new push ids would duplicate the pushes if the first attempt
+        had landed). The retry resends the same body; if the earlier attempt was applied,
+        the broker refuses the retry (its push ids already exist) and rolls it back, so
+        nothing is pushed or acked twice, and :class:`TransactionError` is raised with
+        ``maybe_committed = True``: treat that as success. Recommended pattern::
+
+            tx = q.transaction().queue("out").push([{"data": d}]).ack(msg, "completed")
+            try:
+                tx.commit(retries=5)           # or: catch QueenConnectionError, commit() again
+            except TransactionError as exc:
+                if not exc.maybe_committed:
+                    raise                     # really rejected: nothing was applied
+                # the lost earlier attempt was (most likely) committed: done
+
+        ``maybe_committed`` is also set when, after a lost reply, the retry is refused
+        because an ack's lease is gone ("Invalid or expired lease" / "Message not found")
+        before any push could show the earlier attempt failed: either that attempt released
+        the lease (committed), or it did not commit and the message is redelivered once its
+        lease expires, so treating it as done loses nothing (at-least-once). Put the pushes
+        before the acks (as in the example) to get the exact answer.
+
+        Args:
+            retries: how many more times to send the same body after a failure whose
+                outcome is unknown or that the broker did not process (:class:`QueenConnectionError`
+                / :class:`QueenTimeoutError`, a 5xx or 429 reply), waiting the client's backoff
+                between attempts (the client's ``retry_delay_millis`` / ``backoff``). Default 0:
+                the error is raised at once and ``commit()`` may be called again. Each
+                attempt also gets the transport's own retries of requests never sent.
+
+        Returns:
+            the broker dict ``{success: True, transactionId, results: [...]}``.
+
+        Raises:
+            InvalidInputError: no operations ("Transaction has no operations to commit"),
+                a bad ``retries``, or the transaction was already committed or rejected.
+            TransactionError: the broker rejected it (``.result`` is its reply). Nothing of
+                this attempt was applied; ``.maybe_committed`` says an earlier attempt whose
+                reply was lost most likely was (see above).
+            QueenConnectionError / QueenTimeoutError: no reply (``.sent`` False: certainly
+                not applied); the outcome is unknown: call ``commit()`` again.
+            QueenHTTPError: a non-2xx reply; after a 5xx or 429 ``commit()`` may be called
+                again, after another 4xx the transaction counts as rejected.
+            ProtocolError: an unreadable 2xx reply (outcome unknown; ``commit()`` may be
+                called again). ClientClosedError: the client is closed.
+
+        Wire: ``POST /api/v1/transaction`` ``{"operations": [...]}``, the same bytes on
+        every attempt.
+        """
+        retries = int_arg("retries", retries, 0)
+        if self._outcome == "committed":
+            raise InvalidInputError("this transaction was already committed")
+        if self._outcome == "rejected":
+            raise InvalidInputError("this transaction was rejected by the broker; build a new one")
+        if self._body is None:
+            self._body = codec.encode_transaction(self._ops)
+        failures = 0
+        while True:
+            try:
+                return self._send()
+            except (QueenConnectionError, QueenHTTPError) as exc:
+                if failures >= retries or not _tx_retryable(exc):
+                    raise
+                delay = self._session.backoff.compute(failures)
+                failures += 1
+                log.warning(
+                    "transaction commit failed (%s); resending the same transaction (retry %d of %d) in %.0f ms",
+                    exc,
+                    failures,
+                    retries,
+                    delay * 1000.0,
+                )
+                if self._session.pause(delay):
+                    raise ClientClosedError("the Queen client was closed while retrying a transaction commit") from exc
+
+    def _send(self) -> Dict[str, Any]:
+        """One commit attempt with the built body; updates the builder's outcome."""
+        assert self._body is not None
+        had_uncertain = self._uncertain
+        try:
+            doc, status = wire_messages.transaction(self._session, self._body)
+        except (QueenConnectionError, QueenHTTPError) as exc:
+            if _tx_retryable(exc):
+                if _tx_maybe_applied(exc):
+                    self._uncertain = True
+            else:
+                self._outcome = "rejected"
+            raise
+        except ProtocolError:
+            self._uncertain = True  # a 2xx reply we cannot read: it may have been applied
+            raise
+        if doc.get("success") is True:
+            self._outcome = "committed"
+            return doc
+        err = doc.get("error")
+        verdict = _tx_retry_verdict(err, doc, self._ops) if had_uncertain else None
+        if verdict is not None:
+            self._outcome = "committed"
+            log.info("transaction retry refused by the broker (%s): %s", err, verdict)
+            raise TransactionError(
+                "transaction retry refused by the broker: %s; %s" % (err, verdict),
+                result=doc,
+                maybe_committed=True,
+                status=status,
+                error=err,
+                body=doc,
+            )
+        self._outcome = "rejected"
+        raise TransactionError(
+            "transaction rejected by the broker (rolled back): %s" % (err,),
+            result=doc,
+            status=status,
+            error=err,
+            body=doc,
+        )
+
+
+def _tx_retryable(exc: Exception) -> bool:
+    """A failed commit attempt after which the same body may be sent again."""
+    if isinstance(exc, QueenConnectionError):
+        return True
+    if isinstance(exc, QueenHTTPError):
+        return exc.status is not None and (exc.status >= 500 or exc.status == 429)
+    return False
+
+
+def _tx_maybe_applied(exc: Exception) -> bool:
+    """Whether a failed attempt may have been applied by the broker."""
+    if isinstance(exc, QueenConnectionError):
+        return exc.sent is not False
+    if isinstance(exc, QueenHTTPError):
+        return exc.status not in (429, 503)  # 429 / 503: refused, nothing processed
+    return True
+
+
+#: A 0.15 broker refuses a push whose transactionId exists with PostgreSQL's
+#: 'duplicate key value violates unique constraint "messages_partition_transaction_unique"'.
+_DUP_KEY = "duplicate key"
+_LEASE_GONE = ("ACK operation failed: Invalid or expired lease", "ACK operation failed: Message not found")
+
+
+def _tx_retry_verdict(err: Any, doc: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> Optional[str]:
+    """Why a rejected retry means an earlier attempt was (probably) committed, or None."""
+    if not isinstance(err, str):
+        return None
+    has_push = any(op.get("type") == "push" for op in ops)
+    if has_push and _DUP_KEY in err and "transaction" in err:
+        return (
+            "its push transactionIds already exist, so the earlier attempt whose reply was lost was "
+            "most likely committed (this retry was rolled back; nothing was applied twice)"
+        )
+    if err.startswith(_LEASE_GONE):
+        results = doc.get("results")
+        pushed = isinstance(results, list) and any(
+            isinstance(r, dict) and r.get("type") == "push" and r.get("success") is True for r in results
+        )
+        if not pushed:  # a push accepted before the failing ack proves the earlier attempt did not land
+            return (
+                "the ack's lease is gone, so the earlier attempt whose reply was lost may have been "
+                "committed (if it was not, the message is redelivered when its lease expires)"
+            )
+    return None

@@ -1,0 +1,152 @@
+"""What every route function of the wire layer shares: the :class:`Requester` it sends
+through, and :func:`checked`, which sends one call and checks its reply.
+
+A reply is checked the same way on every route: a 200 body carrying ``error`` (or
+``success: false``) raises :class:`~queen_sync.errors.BrokerError`; a route the broker does
+not have raises :class:`~queen_sync.errors.RouteNotFoundError` naming the call, the method
+and the path (with a hint for the routes the official clients call that a 0.15 broker lacks).
+"""
+
+# mypy: no-warn-return-any
+# (``checked`` returns the broker's decoded JSON body, typed Any)
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Protocol
+
+from .. import codec
+from ..errors import BrokerError, ProtocolError, RouteNotFoundError
+from ..transport import Response
+
+__all__ = ["Requester", "checked", "check_reply", "checked_object", "query_params"]
+
+#: Routes the official clients call that a Queen 0.15 broker does not have (method, path prefix → method name).
+_MISSING_ROUTE_HINTS = {
+    ("GET", "/api/v1/resources/partitions"): "admin.get_partitions()",
+    ("DELETE", "/api/v1/queues/"): "admin.clear_queue()",
+    ("POST", "/api/v1/messages/"): "admin.retry_message() / admin.move_message_to_dlq()",
+}
+
+
+class Requester(Protocol):
+    """What the wire layer sends through: one HTTP call, retried per policy, answered with a
+    2xx :class:`~queen_sync.transport.Response` or raising the error tree.
+    :class:`queen_sync.transport.Transport` is one (see :meth:`Transport.request` for the
+    arguments); the client hands out one that refuses calls once it is closed."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Optional[bytes] = None,
+        query: Optional[Mapping[str, Any]] = None,
+        idempotent: bool = False,
+        timeout_millis: Optional[int] = None,
+        retry: Optional[str] = None,
+        affinity_key: Optional[str] = None,
+    ) -> Response: ...
+
+
+def query_params(**params: Any) -> Dict[str, str]:
+    """Query parameters as the transport takes them: ``None`` values dropped, the rest as
+    text (bools as ``true`` / ``false``)."""
+    out: Dict[str, str] = {}
+    for k, v in params.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            out[k] = "true" if v else "false"
+        else:
+            out[k] = str(v)
+    return out
+
+
+def check_reply(doc: Any, what: str, status: int) -> Any:
+    """Return the decoded body ``doc`` unless it carries ``error`` or ``success: false``.
+
+    Raises:
+        BrokerError: ``"<what> refused by the broker: <error>"`` (``.error``, ``.body``, ``.status``).
+    """
+    if isinstance(doc, dict) and (doc.get("error") is not None or doc.get("success") is False):
+        err = doc.get("error")
+        raise BrokerError("%s refused by the broker: %s" % (what, err), status=status, error=err, body=doc)
+    return doc
+
+
+def checked(
+    requester: Requester,
+    method: str,
+    path: str,
+    *,
+    what: str,
+    body: Any = None,
+    query: Optional[Mapping[str, str]] = None,
+    idempotent: Optional[bool] = None,
+    retry: Optional[str] = None,
+    timeout_millis: Optional[int] = None,
+    affinity_key: Optional[str] = None,
+) -> Any:
+    """Send one call and return its checked, decoded JSON body (``None`` for a 204 or an
+    empty body).
+
+    Args:
+        requester: what to send through (a :class:`Requester`).
+        method, path: the route (the path already validated: URL-safe tokens only).
+        what: how error messages name the call, e.g. ``"admin.get_queue('orders')"``.
+        body: a JSON-able object, encoded by the codec; a POST without one sends ``{}``.
+        query: query parameters (text values; see :func:`query_params`), or None.
+        idempotent: True for ``RETRY_ALWAYS``; default True for GET and DELETE, False for POST.
+        retry, timeout_millis, affinity_key: passed on to the requester.
+
+    Raises:
+        RouteNotFoundError: the broker has no such route (names ``method path``).
+        BrokerError: the body carries ``error`` / ``success: false``.
+        ProtocolError: the body is not JSON.
+        the transport's errors (QueenConnectionError, QueenHTTPError, ...).
+    """
+    if idempotent is None:
+        idempotent = method != "POST"
+    raw = codec.encode_json(body) if body is not None else None
+    try:
+        resp = requester.request(
+            method,
+            path,
+            body=raw,
+            query=query or None,
+            idempotent=idempotent,
+            retry=retry,
+            timeout_millis=timeout_millis,
+            affinity_key=affinity_key,
+        )
+    except RouteNotFoundError as exc:
+        raise _route_not_found(method, path, what, exc) from None
+    if resp.status == 204 or not resp.data:
+        return None
+    return check_reply(codec.decode_json(resp.data), what, resp.status)
+
+
+def checked_object(requester: Requester, method: str, path: str, *, what: str, **kw: Any) -> Dict[str, Any]:
+    """:func:`checked`, for a route a Queen broker always answers with a JSON object.
+
+    Raises:
+        ProtocolError: ``"<what>: the reply is not a JSON object"``; else as :func:`checked`.
+    """
+    doc = checked(requester, method, path, what=what, **kw)
+    if not isinstance(doc, dict):
+        raise ProtocolError("%s: the reply is not a JSON object" % what)
+    return doc
+
+
+def _route_not_found(method: str, path: str, what: str, exc: RouteNotFoundError) -> RouteNotFoundError:
+    hint = ""
+    for (m, prefix), name in _MISSING_ROUTE_HINTS.items():
+        if m == method and path.startswith(prefix):
+            hint = "; a Queen 0.15 broker does not offer %s" % name
+            break
+    return RouteNotFoundError(
+        "%s: %s %s: the Queen broker has no such route (HTTP 404)%s" % (what, method, path, hint),
+        status=exc.status,
+        error=exc.error,
+        body=exc.body,
+    )
