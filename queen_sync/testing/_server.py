@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 from urllib.parse import parse_qsl
 
-from . import _admin
+from . import _admin, _streams
 from ._faults import FaultInjector, RequestLog
 from ._state import BrokerState
 from ._util import BadRequest as _BadRequest
@@ -115,6 +115,8 @@ class Router(object):
                 return self._ack_batch(self.parse_body(raw))
             if path == "/api/v1/transaction":
                 return self._transaction(self.parse_body(raw))
+            if path in _streams.ROUTES:
+                return _streams.route(st, path, self.parse_body(raw))
             if path == "/api/v1/configure":
                 body = self.parse_body(raw)
                 if not isinstance(body, dict) or not isinstance(body.get("queue"), str):

@@ -12,9 +12,12 @@ import bisect
 import logging
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 from ._util import fmt_ms, fmt_us, is_uuid, now_us, parse_ts_us, uuid4, uuid7
+
+if TYPE_CHECKING:
+    from ._streams import StreamsStore
 
 logger = logging.getLogger("queen_sync.testing")
 
@@ -189,6 +192,7 @@ class BrokerState(object):
         self.msg_seq = 0
         self._journal: Optional[Journal] = None
         self._claims = 0
+        self.streams: Optional["StreamsStore"] = None  # Streams queries and state (see _streams)
 
     # ------------------------------------------------------------------ helpers (lock held)
     def _cond(self, queue: str) -> threading.Condition:
