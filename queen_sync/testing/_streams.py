@@ -326,14 +326,14 @@ def _cycle_locked(st: BrokerState, body: Dict[str, Any], release: bool, res: Dic
         typ = _text(op.get("type")) if isinstance(op, dict) else None
         if typ not in ("upsert", "delete"):
             raise _PgError("Unknown state_op type: %s" % ("null" if typ is None else typ))
-        key = _text(op.get("key"))  # type: ignore[union-attr]
+        key = _text(op.get("key"))
         if typ == "upsert":
             if key is None:
                 raise _PgError(_KEY_NOT_NULL)
             if qid not in store.by_id:
                 raise _PgError(_STATE_FK)
             undo.append((shard, key, shard.get(key)))
-            shard[key] = (op["value"] if "value" in op else {}, now)  # type: ignore[operator,index]
+            shard[key] = (op["value"] if "value" in op else {}, now)
         elif key is not None and key in shard:
             undo.append((shard, key, shard.pop(key)))
         res["state_ops_applied"] += 1
