@@ -159,8 +159,9 @@ def _integer(text: str, kind: str, bounds: Tuple[int, int]) -> int:
 
 
 def _uuid(text: str) -> str:
-    """``text::uuid``, canonical lower-case form."""
-    s = text.strip()
+    """``text::uuid`` (optional braces, a hyphen allowed after any 4 hex digits, no blanks),
+    canonical lower-case form."""
+    s = text
     if re.fullmatch(r"\{?[0-9a-fA-F]{4}(-?[0-9a-fA-F]{4}){7}\}?", s) and (s[0] == "{") == (s[-1] == "}"):
         return str(uuid.UUID(s.strip("{}").replace("-", "")))
     raise _PgError('invalid input syntax for type uuid: "%s"' % text)
