@@ -15,15 +15,18 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-REPLAY = SHARED / "tools" / "replay_wire.py"
+# The nearest ``shared/`` folder above the repository (a git worktree may sit one level deeper).
+REPLAY = next((p / "shared" / "tools" / "replay_wire.py" for p in Path(__file__).resolve().parents[1:]
+               if (p / "shared" / "tools" / "replay_wire.py").is_file()), Path("shared/tools/replay_wire.py"))
 
-# Core routes plus the admin session; each takes at most a couple of seconds to replay.
+# Core routes, the admin session and the quick Streams scenarios; each takes at most a few
+# seconds to replay (the full set, lease expiries included, is replayed by hand: see the README).
 FAST_CAPTURES = [
     "push-*", "pop-queue-mode", "pop-batch", "pop-consumer-group", "pop-named-partition", "pop-empty-nowait",
     "pop-wildcard-partitions", "ack-success", "ack-unknown", "ack-batch", "transaction-commit",
     "transaction-errors", "transaction-already-acked", "configure-minimal", "queue-configure-delete",
     "errors-malformed", "dlq-retry-limit", "dlq-disabled", "consumer-group-admin", "admin-*",
+    "streams-register", "streams-state-get", "streams-cycle", "streams-cycle-errors", "streams-sink-dedup",
 ]
 
 

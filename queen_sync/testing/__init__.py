@@ -3,8 +3,9 @@
 :class:`EmbeddedBroker` is a thread-safe HTTP server that answers like a real Queen 0.15
 broker: same routes, status codes, response fields and semantics (per-partition FIFO, one
 lease per (partition, consumer group), lease expiry and redelivery, ack cursors, retries and
-the dead-letter queue, transactions, subscription modes, admin routes...). It shares no code
-with the queen_sync client. State lives in memory and survives :meth:`~EmbeddedBroker.stop` /
+the dead-letter queue, transactions, subscription modes, admin routes, and the Streams routes
+``/streams/v1/queries``, ``/cycle`` and ``/state/get``...). It shares no code with the
+queen_sync client. State lives in memory and survives :meth:`~EmbeddedBroker.stop` /
 :meth:`~EmbeddedBroker.start` / :meth:`~EmbeddedBroker.restart` (like a real broker's
 PostgreSQL), until :meth:`~EmbeddedBroker.reset` or the object is dropped.
 
@@ -17,6 +18,7 @@ Usage::
         ...
     broker.start(); broker.stop()             # stop closes the listener and every open connection
     broker.restart()                          # stop + start on the same port, state kept
+    # in a forked child, stop() / leaving the `with` only closes the child's socket copies
 
 Standalone: ``python -m queen_sync.testing --port 6632 [--host 127.0.0.1] [-v]``.
 

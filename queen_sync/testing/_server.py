@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import select
 import socket
 import threading
@@ -12,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 from urllib.parse import parse_qsl
 
-from . import _admin
+from . import _admin, _streams
 from ._faults import FaultInjector, RequestLog
 from ._state import BrokerState
 from ._util import BadRequest as _BadRequest
@@ -114,6 +115,8 @@ class Router(object):
                 return self._ack_batch(self.parse_body(raw))
             if path == "/api/v1/transaction":
                 return self._transaction(self.parse_body(raw))
+            if path in _streams.ROUTES:
+                return _streams.route(st, path, self.parse_body(raw))
             if path == "/api/v1/configure":
                 body = self.parse_body(raw)
                 if not isinstance(body, dict) or not isinstance(body.get("queue"), str):
@@ -448,6 +451,7 @@ class EmbeddedBroker(object):
         self._thread: Optional[threading.Thread] = None
         self._stop_event = threading.Event()
         self._lifecycle = threading.Lock()
+        self._pid = os.getpid()  # the process whose thread serves (see stop() in a forked child)
 
     # -- lifecycle
     @property
@@ -474,6 +478,7 @@ class EmbeddedBroker(object):
             srv = _Server((self.host, self.port), self)
             self.port = srv.server_address[1]
             self._server = srv
+            self._pid = os.getpid()
             t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05},
                                  name="queen-embedded-broker-%d" % self.port, daemon=True)
             t.start()
@@ -482,7 +487,15 @@ class EmbeddedBroker(object):
             return self
 
     def stop(self) -> None:
-        """Close the listener and every open connection (long polls end); state is kept."""
+        """Close the listener and every open connection (long polls end); state is kept.
+
+        In a process forked from the one that started the broker (where no serve thread
+        exists) this only closes the child's copies of the sockets, at once: the parent's
+        broker keeps serving, undisturbed.
+        """
+        if os.getpid() != self._pid:
+            self._forget_forked()
+            return
         with self._lifecycle:
             srv = self._server
             if srv is None:
@@ -498,6 +511,25 @@ class EmbeddedBroker(object):
                 self._thread.join(5)
             self._thread = None
             logger.info("embedded Queen broker on port %d stopped", self.port)
+
+    def _forget_forked(self) -> None:
+        # A forked child has no serve thread: socketserver.shutdown() would wait for ever, and
+        # shutdown(2) of an inherited socket would cut the parent's connections too. Locks may
+        # have been held by the parent's other threads at fork time, so none is taken: close
+        # the child's file descriptors only.
+        srv = self._server
+        self._server = None
+        self._thread = None
+        self._lifecycle = threading.Lock()
+        self._pid = os.getpid()
+        if srv is None:
+            return
+        for s in [srv.socket] + list(srv.open_sockets):
+            try:
+                s.close()
+            except OSError:
+                pass
+        logger.debug("embedded Queen broker on port %d released in forked child %d", self.port, self._pid)
 
     def restart(self) -> None:
         """:meth:`stop` then :meth:`start` on the same port, keeping all state."""

@@ -12,9 +12,12 @@ import bisect
 import logging
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 from ._util import fmt_ms, fmt_us, is_uuid, now_us, parse_ts_us, uuid4, uuid7
+
+if TYPE_CHECKING:
+    from ._streams import StreamsStore
 
 logger = logging.getLogger("queen_sync.testing")
 
@@ -189,6 +192,7 @@ class BrokerState(object):
         self.msg_seq = 0
         self._journal: Optional[Journal] = None
         self._claims = 0
+        self.streams: Optional["StreamsStore"] = None  # Streams queries and state (see _streams)
 
     # ------------------------------------------------------------------ helpers (lock held)
     def _cond(self, queue: str) -> threading.Condition:
@@ -319,8 +323,9 @@ class BrokerState(object):
         return False, None
 
     def _advance(self, row: Row, msg: Msg, now: int) -> None:
-        if msg.idx + 1 > row.cursor:
-            row.cursor = msg.idx + 1
+        # The real broker stores the acked message as the cursor (last_consumed_id): an ack of an
+        # earlier message moves it BACK, and the messages after it are delivered again.
+        row.cursor = msg.idx + 1
         row.last_consumed = now
         msg.partition.last_activity = now
 
@@ -356,17 +361,21 @@ class BrokerState(object):
         return 200, out
 
     def _push_one(self, idx: int, it: dict, now: int, journal: Optional[Journal], touched: Set[str]) -> dict:
-        qname = it["queue"]
+        return self.insert_message(idx, it["queue"], it.get("partition") or "Default",
+                                   it.get("transactionId") or uuid4(), it.get("payload"), it.get("traceId"),
+                                   now, journal, touched)
+
+    def insert_message(self, idx: int, qname: str, pname: str, txid: str, payload: Any,
+                       trace_id: Optional[str], now: int, journal: Optional[Journal], touched: Set[str]) -> dict:
+        """Store one message (lock held), auto-creating its queue and partition; returns the
+        push result item (``queued``, or ``duplicate`` of the stored original)."""
         q = self._get_or_create_queue(qname, now, journal)
-        p = self._get_or_create_partition(q, it.get("partition") or "Default", now, journal)
-        txid = it.get("transactionId")
-        if not txid:
-            txid = uuid4()
+        p = self._get_or_create_partition(q, pname, now, journal)
         existing = p.by_tx.get(txid)
         if existing is not None:
             return {"index": idx, "message_id": existing.id, "queueName": qname, "status": "duplicate",
                     "transaction_id": txid}
-        m = Msg(uuid7(), txid, it.get("payload"), now, it.get("traceId"), p, len(p.messages))
+        m = Msg(uuid7(), txid, payload, now, trace_id, p, len(p.messages))
         p.messages.append(m)
         p.created_list.append(now)
         p.by_tx[txid] = m
@@ -540,17 +549,26 @@ class BrokerState(object):
     # ------------------------------------------------------------------ ack
     def ack(self, items: List[dict], group_override: Optional[str] = None, batch_route: bool = False) -> Reply:
         """``POST /api/v1/ack`` (one item) or ``/ack/batch``; returns the per-item result list."""
-        results = []
         touched: Set[str] = set()
+        results: List[Any] = [None] * len(items)
         with self.lock:
             now = now_us()
-            for idx, it in enumerate(items):
+            # Like ack_messages_v2: the acks of one call are applied in (partition, group, message)
+            # order, so within one call the cursor only moves forward; results keep input order.
+            for idx in sorted(range(len(items)), key=lambda i: self._ack_order(items[i])):
+                it = items[idx]
                 group = group_override if batch_route else it.get("consumerGroup")
-                res = self._ack_one(idx, it, group or QUEUE_MODE, now, touched)
-                results.append(res)
+                results[idx] = self._ack_one(idx, it, group or QUEUE_MODE, now, touched)
             for qn in touched:
                 self._notify(qn)
         return 200, results
+
+    def _ack_order(self, it: dict) -> Tuple[str, int]:
+        pid = it.get("partitionId")
+        p = self.partitions_by_id.get(pid) if isinstance(pid, str) else None
+        txid = it.get("transactionId")
+        m = p.by_tx.get(txid) if (p is not None and isinstance(txid, str)) else None
+        return (pid if isinstance(pid, str) else "", m.idx if m is not None else -1)
 
     def _ack_one(self, idx: int, it: dict, group: str, now: int, touched: Set[str]) -> dict:
         txid = it.get("transactionId")

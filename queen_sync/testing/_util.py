@@ -165,7 +165,7 @@ def parse_ts_us(value: Any) -> Optional[int]:
 # The real broker parses bodies with nlohmann::json and returns its exception text. We imitate
 # the common cases: the position (line/column of the last character read) and the reason.
 
-_PREFIX = "[json.exception.parse_error.101] parse error at line %d, column %d: syntax error while parsing value - "
+_PREFIX = "[json.exception.parse_error.101] parse error at line %d, column %d: syntax error while parsing %s - "
 
 
 def _position(text: str, upto: int) -> Tuple[int, int]:
@@ -184,7 +184,10 @@ def json_error_text(raw: bytes) -> str:
 
     def err(pos_end: int, detail: str) -> str:
         line, col = _position(text, pos_end)
-        return _PREFIX % (line, col) + detail
+        # nlohmann names what it was parsing: a key, the ':' after it, or a value
+        what = ("object key" if detail.endswith("expected string literal")
+                else "object separator" if detail.endswith("expected ':'") else "value")
+        return _PREFIX % (line, col, what) + detail
 
     while True:
         while i < n and text[i] in " \t\r\n":
