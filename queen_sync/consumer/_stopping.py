@@ -13,9 +13,10 @@ acked, up to the drain timeout; at the drain timeout the messages not yet given 
 are released (ack status ``retry``), **except** those of a partition whose handler is still
 running: releasing them would free the partition (the lease is per partition) while its
 handler runs, so they are released only once that handler has returned and been acked
-(``_lanes``). Handlers still running are left to finish (their acks still go out). Every wait
-of a stop is bounded (in-flight pops and releases included): :data:`FETCH_GRACE_S` for the
-pops, :data:`STOP_GRACE_S` for :meth:`Consumer.stop`.
+(``_lanes``). Handlers still running are left to finish (their acks still go out;
+:attr:`Consumer.is_running` stays True until then). Every wait of a stop is bounded
+(in-flight pops and releases included): :data:`FETCH_GRACE_S` for the pops,
+:data:`STOP_GRACE_S` for :meth:`Consumer.stop`.
 """
 
 from __future__ import annotations
