@@ -127,6 +127,9 @@ class Lanes:
 
 
     def run(self) -> None:
+        """The loop of one worker: run the next lane's first unit, then put the lane back at the
+        tail of the run queue if it has more; ends once stopping with no fetcher left and
+        nothing queued."""
         while True:
             with self._st.lock:
                 while not self._runq:
