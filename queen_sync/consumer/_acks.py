@@ -1,0 +1,335 @@
+"""Acks: sending the verdicts, reading every reply, lost replies, releases.
+
+With auto-ack (the default) a handler that returns acks ``completed`` and a handler that
+raises nacks ``failed`` with the exception text (the broker redelivers until the queue's
+``retryLimit``, then moves the message to the dead-letter queue); the handler side of that
+rule lives in ``_lanes``. Every ack verdict is read: one the broker refuses (``Invalid or
+expired lease``, ``Message not found``) is logged with the message ids and counted as an
+ack failure, never as success. Transient failures are retried with backoff (``_outage``)
+until the stop phase aborts retries at the drain timeout.
+
+Lost ack replies: the broker releases a partition's lease once it has counted as many acks
+as the pop delivered messages of that partition, and it counts a resent copy twice. So in
+``each()`` mode an ack whose reply was lost while later messages of the same partition and
+pop are still to be acked is **not** resent (a copy that did land would free the lease while
+the batch is still being handled); it counts in ``ack_uncertain`` until a later ack of the
+partition moves its cursor past it (then in ``acked``). If the reply to the last ack of the
+batch says the lease is still held (a lost ack never arrived), the last message is acked
+again, at most once per such ack, until the broker releases the lease (an earlier ack is not
+resent: it would move the partition's cursor back). Any other ack, nack or release whose
+reply was lost is resent; a resent copy refused with ``Invalid or expired lease`` means the
+first copy landed (it released the lease) and counts as done.
+
+Releases (:meth:`Acks.release_units`) hand popped messages back unhandled with ack status
+``retry`` (the broker redelivers them without counting a retry); only releases the broker
+confirmed count as ``released``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Set
+
+from ..errors import AckError, ClientClosedError
+from ._calls import Broker
+from ._log import ids, log
+from ._outage import backoff, maybe_sent, transient
+from ._state import ConsumerState, Message, Unit
+
+__all__ = ["Acks", "INVALID_LEASE", "moved_cursor"]
+
+#: The broker's refusal of an ack whose lease is no longer held.
+INVALID_LEASE = "Invalid or expired lease"
+
+
+def moved_cursor(results: Optional[List[Dict[str, Any]]], ok: bool) -> bool:
+    """Whether an ack's results show it moved the partition's cursor: every item accepted and
+    applied (not an unresent ack whose reply was lost), as ``completed`` or as a nack that
+    moved the message to the dead-letter queue."""
+    if not results or any(r.get("success") is not True or r.get("uncertain") for r in results):
+        return False
+    return ok or all(r.get("dlq") is True for r in results)
+
+
+class Acks:
+    """The ack path of one consumer.
+
+    Args:
+        state: the consumer's shared state (counters, leases, stop request, room).
+        broker: its broker calls (``ack`` only).
+        group: the consumer group (sent in every ack's context), None in queue mode.
+
+    Used by the lanes (:meth:`ack` after a handler, :meth:`release_units` when aborting),
+    the fetchers (releasing a pop that came back after a stop request) and the stop phase
+    (releasing what no handler got by the drain timeout).
+    """
+
+    def __init__(self, state: ConsumerState, broker: Broker, group: Optional[str]) -> None:
+        self._st = state
+        self._broker = broker
+        self._group = group
+
+    def ack(self, msgs: List[Message], unit: Unit, ok: bool, error: Optional[str]) -> bool:
+        """Ack / nack after the handler; resolve the messages. Returns False when the rest of
+        the unit must not be handled: a nack released the partition, or the lease is gone."""
+        lease = unit.lease
+        verb = "ack" if ok else "nack"
+        with self._st.lock:
+            lost_now = lease is not None and lease.lost
+            if lease is not None and not lost_now:
+                lease.acks_in_flight += 1
+        if lost_now:
+            log.warning(
+                "not %sing %d handled message(s) of queue %r: their lease was lost, the broker redelivers them: %s",
+                verb,
+                len(msgs),
+                self._st.queue,
+                ids(msgs),
+            )
+            self._st.resolve(msgs, unit, lost=True)
+            return False
+        last = unit.pos >= len(unit.msgs)  # no message of this partition's batch after these
+        results: Optional[List[Dict[str, Any]]] = None
+        try:
+            results = self._send_ack(msgs, ok, error, verb, covered_later=ok and not last)
+            if (
+                last
+                and unit.unsure
+                and lease is not None
+                and moved_cursor(results, ok)
+                and not any(r.get("leaseReleased") is True for r in results or ())
+            ):
+                self._complete_batch_count(unit, msgs[-1])
+        finally:
+            refused = None if results is None else [r for r in results if r.get("success") is not True]
+            n_refused = len(msgs) if refused is None else len(refused)
+            n_unsure = 0 if results is None else sum(1 for r in results if r.get("uncertain"))
+            moved = moved_cursor(results, ok)
+            lease_gone = refused is not None and any(r.get("error") == INVALID_LEASE for r in refused)
+            # a nack releases the partition, unless it moved the message to the dead-letter
+            # queue (retries exhausted): then the cursor moved on and the lease is still held
+            released = not ok and not (results and all(r.get("dlq") is True for r in results))
+            with self._st.lock:
+                self._st.stats.ack_failures += n_refused
+                if ok:
+                    self._st.stats.acked += len(msgs) - n_refused - n_unsure
+                    self._st.stats.ack_uncertain += n_unsure
+                else:
+                    self._st.stats.nacked += len(msgs) - n_refused
+                if n_unsure:
+                    unit.unsure += n_unsure
+                    unit.unconfirmed += n_unsure
+                elif moved and unit.unconfirmed:
+                    # this ack moved the partition's cursor past the earlier messages whose
+                    # ack is unconfirmed: they count as consumed now
+                    self._st.stats.ack_uncertain -= unit.unconfirmed
+                    self._st.stats.acked += unit.unconfirmed
+                    unit.unconfirmed = 0
+                if lease is not None:
+                    lease.acks_in_flight -= 1
+                    if released:
+                        lease.released.add(unit.pid)
+                    if lease_gone:
+                        lease.lost = True
+                self._st.lock.notify_all()
+            self._st.resolve(msgs, unit)
+        return not released and not lease_gone
+
+    def _complete_batch_count(self, unit: Unit, last: Message) -> None:
+        """The last message of a partition's batch was acked, but the broker still holds the
+        lease: an earlier ack whose reply was lost (not resent, see :meth:`_send_ack`) never
+        reached it, so its count of the batch is short and the partition would stay locked
+        until the lease expires. Re-ack the last message until the broker releases the lease
+        (at most once per such ack). Not a resend of the earlier ack: that would move the
+        partition's cursor back (the broker sets it to the acked message) and the messages
+        after it would be redelivered. A surplus count can only release the lease, which is
+        no longer needed (every message of the batch is handled and acked)."""
+        n = unit.unsure
+        unit.unsure = 0
+        for i in range(n):
+            got = self._send_ack([last], True, None, "re-ack", invalid_lease_ok=True)
+            if not got or got[0].get("success") is not True:
+                break
+            if got[0].get("leaseReleased") is True:
+                log.info(
+                    "lease %s of queue %r released after %d re-ack(s) of %s (an earlier ack whose reply "
+                    "was lost had not reached the broker)",
+                    got[0].get("leaseId") or (unit.lease.lease_id if unit.lease else None),
+                    self._st.queue,
+                    i + 1,
+                    ids([last]),
+                )
+                return
+        log.warning(
+            "the broker still holds the lease of partition %s of queue %r after the whole batch was acked "
+            "(earlier acks lost their reply); the partition stays locked for this consumer group until "
+            "the lease expires",
+            last.get("partition") or last.get("partitionId"),
+            self._st.queue,
+        )
+
+    def _send_ack(
+        self,
+        msgs: List[Message],
+        status: Any,
+        error: Optional[str],
+        verb: str,
+        covered_later: bool = False,
+        invalid_lease_ok: bool = False,
+    ) -> Optional[List[Dict[str, Any]]]:
+        """Send one ack / batch ack, retrying connection errors with backoff (until the
+        consumer is aborted). Returns the broker's per-item results (refused ones have
+        ``success`` false, and are logged), or None when it could not be sent at all.
+
+        ``covered_later``: a ``completed`` ack with later messages of the same partition and
+        lease still to be acked; after a failure where the request may have reached the
+        broker it is not resent (see the comment below) and its result is
+        ``{"success": True, "uncertain": True}``.
+
+        A copy resent after a lost reply that the broker refuses with ``Invalid or expired
+        lease`` means the first copy was applied (it released the lease): its result is
+        ``{"success": True, "landed": True, "leaseReleased": True}``. ``invalid_lease_ok``
+        reads that refusal the same way on the first attempt (re-acks of
+        :meth:`_complete_batch_count`)."""
+        context: Dict[str, Any] = {}
+        if self._group is not None:
+            context["group"] = self._group
+        if error is not None:
+            context["error"] = error
+        target: Any = msgs[0] if len(msgs) == 1 else msgs
+        attempt = 0
+        uncertain = False
+        while True:
+            t0 = time.monotonic()
+            try:
+                got = self._broker.ack(target, status, context or None)
+                self._st.outage.success(t0)
+                return [got] if isinstance(got, dict) else list(got)
+            except AckError as exc:
+                self._st.outage.success(t0)
+                failed = list(exc.failed) or [
+                    {"transactionId": m.get("transactionId"), "error": exc.error, "success": False} for m in msgs
+                ]
+                results = list(exc.results) if len(exc.results) == len(msgs) else failed
+                by_tx = {m.get("transactionId"): m for m in msgs}
+                if uncertain or invalid_lease_ok:
+                    landed = {r.get("transactionId") for r in failed if r.get("error") == INVALID_LEASE}
+                    if landed:
+                        results = [
+                            dict(r, success=True, error=None, landed=True, leaseReleased=True)
+                            if r.get("success") is not True and r.get("transactionId") in landed
+                            else r
+                            for r in results
+                        ]
+                        failed = [r for r in failed if r.get("transactionId") not in landed]
+                        log.info(
+                            "%s of %d message(s) of queue %r refused with %r %s: counted as done (its lease "
+                            "is released): %s",
+                            verb,
+                            len(landed),
+                            self._st.queue,
+                            INVALID_LEASE,
+                            "after an earlier attempt whose reply was lost (that one was applied)"
+                            if uncertain
+                            else "(the lease is no longer held)",
+                            ids([by_tx.get(t, {"transactionId": t}) for t in landed]),
+                        )
+                        if not failed:
+                            return results
+                refused_msgs = [by_tx.get(r.get("transactionId"), {"transactionId": r.get("transactionId")}) for r in failed]
+                log.warning(
+                    "%s of %d of %d message(s) of queue %r refused by the broker (%s)%s: %s",
+                    verb,
+                    len(failed),
+                    len(msgs),
+                    self._st.queue,
+                    ", ".join(sorted({str(r.get("error")) for r in failed})),
+                    " after an earlier attempt whose reply was lost (it may have been applied)" if uncertain else "",
+                    ids(refused_msgs),
+                )
+                return results
+            except ClientClosedError:
+                log.warning("client closed before the %s of %d message(s) of queue %r: %s", verb, len(msgs), self._st.queue, ids(msgs))
+                self._st.request_stop("closed")
+                return None
+            except Exception as exc:
+                if not transient(exc) or self._st.abort_evt.is_set():
+                    log.warning(
+                        "%s of %d message(s) of queue %r failed: %s (the broker redelivers them after the lease): %s",
+                        verb,
+                        len(msgs),
+                        self._st.queue,
+                        exc,
+                        ids(msgs),
+                    )
+                    return None
+                if maybe_sent(exc):
+                    if covered_later:
+                        # The broker may have applied it: a second copy would be counted twice
+                        # against the partition's batch and release its lease too early. The
+                        # next ack of this partition moves the cursor past this message anyway,
+                        # and after the last one the batch count is completed if it is short
+                        # (see _complete_batch_count).
+                        log.info(
+                            "reply to the ack of %s lost (%s); not resending it: the later acks of its partition cover it",
+                            ids(msgs),
+                            exc,
+                        )
+                        self._st.outage.failure(verb, exc)
+                        return [{"transactionId": m.get("transactionId"), "success": True, "uncertain": True} for m in msgs]
+                    uncertain = True
+                self._st.outage.failure(verb, exc)
+                self._st.abort_evt.wait(backoff(attempt))
+                attempt += 1
+
+    def release_units(self, units: List[Unit]) -> None:
+        """Hand unhandled messages back to the broker (ack status ``retry``) and forget them.
+        Only releases the broker confirmed count as ``released``; the others count as ack
+        failures (the broker redelivers them once their lease expires)."""
+        todo = []
+        for unit in units:
+            rest = unit.msgs[unit.pos:]
+            unit.pos = len(unit.msgs)
+            if rest:
+                todo.append((unit, rest))
+        if not todo:
+            return
+        send: List[Message] = []
+        sent_units: List[Unit] = []
+        with self._st.lock:
+            for unit, rest in todo:
+                lease = unit.lease
+                if lease is None or not lease.lost:
+                    send.extend(rest)
+                    sent_units.append(unit)
+                    if lease is not None:
+                        lease.acks_in_flight += 1
+        results: Optional[List[Dict[str, Any]]] = []
+        refused_tx: Set[Any] = set()
+        if send:
+            try:
+                results = self._send_ack(send, "retry", None, "release")
+            finally:
+                if results is not None:
+                    refused_tx = {r.get("transactionId") for r in results if r.get("success") is not True}
+                with self._st.lock:
+                    for unit in sent_units:
+                        if unit.lease is not None:
+                            unit.lease.acks_in_flight -= 1
+                            unit.lease.released.add(unit.pid)
+                    self._st.stats.ack_failures += len(send) if results is None else len(refused_tx)
+                    self._st.lock.notify_all()
+        for unit, rest in todo:
+            if not any(unit is u for u in sent_units):
+                self._st.resolve(rest, unit, handled=False, lost=True)
+                continue
+            if results is None:
+                done, failed = [], rest
+            else:
+                done = [m for m in rest if m.get("transactionId") not in refused_tx]
+                failed = [m for m in rest if m.get("transactionId") in refused_tx]
+            if done:
+                self._st.resolve(done, unit, released=True)
+            if failed:
+                self._st.resolve(failed, unit, released=True, confirmed=False)
+

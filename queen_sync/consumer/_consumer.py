@@ -1,0 +1,367 @@
+"""The :class:`Consumer`: its public API and lifecycle (settings, threads, start / stop / join).
+
+A Consumer wires its parts together and runs them in threads: the ``concurrency`` workers of
+the lanes (``_lanes``), the ``concurrency`` fetchers (``_fetching``), the renewer with
+``renew_lease(True)`` (``_leases``) and, for ``start()``, a supervisor thread that watches the
+stop conditions and runs the stop phase (``_stopping``; the blocking :meth:`Consumer.run` does
+that in the calling thread). The parts share one :class:`~._state.ConsumerState` and reach the
+broker only through one :class:`~._calls.Broker`.
+
+Fork: a process forked from one running a consumer gets a copy without threads: there
+:attr:`Consumer.is_running` is False, :meth:`Consumer.stop` / :meth:`Consumer.join` /
+``with consumer:`` / :meth:`Queen.close` return at once, and nothing is acked or released (the
+leases belong to the parent, whose consumer goes on).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Set
+
+from ..errors import InvalidInputError
+from ._acks import Acks
+from ._calls import Broker, read_builder
+from ._fetching import Fetchers
+from ._lanes import Lanes
+from ._leases import Renewer
+from ._log import log
+from ._outage import Outage
+from ._registry import register, unregister
+from ._signals import SignalHook
+from ._state import ConsumeResult, ConsumerState
+from ._stopping import STOP_GRACE_S, Supervisor
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..builders import QueueBuilder
+    from ..client import Queen
+
+__all__ = ["Consumer", "DEFAULT_DRAIN_TIMEOUT_SECONDS"]
+
+#: Default drain timeout of a stop, in seconds.
+DEFAULT_DRAIN_TIMEOUT_SECONDS = 30.0
+
+
+def _check_drain_timeout(drain_timeout: Any) -> None:
+    if isinstance(drain_timeout, bool) or not isinstance(drain_timeout, (int, float)) or drain_timeout < 0:
+        raise InvalidInputError("drain_timeout must be a number of seconds >= 0, got %r" % (drain_timeout,))
+
+
+class Consumer:
+    """A consume loop over one queue builder's settings; see :meth:`QueueBuilder.consume`.
+
+    Made by ``consume(handler)`` (blocking: :meth:`run`) or ``consume(handler,
+    background=True)`` (started, returned to the caller).
+
+    Args:
+        client: the :class:`~queen_sync.Queen` client.
+        builder: the :class:`~queen_sync.builders.QueueBuilder` with the pop / consume settings
+            (``concurrency``, ``batch``, ``partitions``, ``each``, ``limit``, ``idle_millis``,
+            ``auto_ack``, ``renew_lease``, ``on_success``, ``on_error``, ...).
+        handler: called with one message dict (``each()`` or ``batch == 1``), else with the
+            list of one partition's messages of one pop.
+        stop_event: optional ``threading.Event``; setting it stops the consumer (checked at
+            least every 100 ms).
+        handle_signals: turn SIGTERM / SIGINT into a graceful stop while the consumer runs
+            (a second signal goes to the previous handler); the previous handlers are
+            restored when it ends. Main thread only.
+        drain_timeout: seconds a stop waits for popped messages to be handled and acked
+            (default 30.0).
+
+    Raises:
+        InvalidInputError: handler not callable, ``handle_signals`` outside the main
+            thread, or a negative drain timeout.
+
+    Live counters (ints): :attr:`handled`, :attr:`acked`, :attr:`nacked`, :attr:`failed`,
+    :attr:`skipped`, :attr:`renewals`, :attr:`ack_failures`, :attr:`ack_uncertain`,
+    :attr:`renew_failures`, :attr:`lost`, :attr:`released`; :attr:`result` is a snapshot :class:`ConsumeResult`.
+    """
+
+    def __init__(
+        self,
+        client: "Queen",
+        builder: "QueueBuilder",
+        handler: Callable[[Any], Any],
+        *,
+        stop_event: Optional[threading.Event] = None,
+        handle_signals: bool = False,
+        drain_timeout: float = DEFAULT_DRAIN_TIMEOUT_SECONDS,
+    ) -> None:
+        if not callable(handler):
+            raise InvalidInputError("consume() needs a callable handler, got %r" % (handler,))
+        _check_drain_timeout(drain_timeout)
+        if not isinstance(handle_signals, bool):
+            raise InvalidInputError("handle_signals must be True or False, got %r" % (handle_signals,))
+        if handle_signals and threading.current_thread() is not threading.main_thread():
+            raise InvalidInputError("handle_signals=True works only in the main thread (Python signal rules)")
+        settings = read_builder(builder)
+        spec = settings.spec
+        self._client = client
+        self._queue = spec.queue
+        self._group = spec.group
+        self._concurrency: int = settings.concurrency
+        has_callbacks = settings.on_success is not None or settings.on_error is not None
+        auto_ack: bool = False if has_callbacks else (True if settings.auto_ack is None else settings.auto_ack)
+        idle_s = None if settings.idle_millis is None else settings.idle_millis / 1000.0
+        self._st = ConsumerState(spec.queue, self._concurrency * spec.batch, settings.limit, idle_s,
+                                 float(drain_timeout))
+        broker = Broker(client)
+        acks = Acks(self._st, broker, spec.group)
+        self._lanes = Lanes(
+            self._st,
+            acks,
+            handler,
+            each=settings.each or spec.batch == 1,
+            single_when_one=spec.batch == 1,
+            auto_ack=auto_ack,
+            on_success=settings.on_success,
+            on_error=settings.on_error,
+            group=spec.group,
+        )
+        renew_ms = settings.renew_interval_millis
+        self._renewer = None if renew_ms is None else Renewer(self._st, broker, renew_ms, auto_ack)
+        self._fetchers = Fetchers(self._st, broker, spec, self._lanes, acks, self._renewer)
+        self._started = False
+        self._done = threading.Event()  # every thread of this consumer ended
+        self._signals = SignalHook(
+            handle_signals, lambda: not self._st.stopping and not self._done.is_set() and not self._forked()
+        )
+        self._supervisor = Supervisor(self._st, broker, self._lanes, acks, self._signals, stop_event)
+        self._threads: List[threading.Thread] = []
+        self._threads_alive = 0
+        self._thread_ids: Set[int] = set()
+        self._pid = os.getpid()  # the process whose threads run this consumer
+
+    # the shared state a test or debugger looks at (read-only views)
+    _lock = property(lambda self: self._st.lock, doc="The consumer's one lock (a Condition).")
+    _outstanding = property(lambda self: self._st.outstanding, doc="Popped messages not finished.")
+    _free_slots = property(lambda self: self._st.free_slots, doc="Room for messages not yet popped.")
+
+    _finished = property(lambda self: self._supervisor.finished, doc="Set once the stop phase is over.")
+
+    @property
+    def _outage(self) -> Outage:
+        """The consumer's outage tracker (``active`` during a broker outage)."""
+        return self._st.outage
+
+    def _request_stop(self, reason: str, drain_timeout: Optional[float] = None) -> None:
+        self._st.request_stop(reason, drain_timeout)
+
+    def __repr__(self) -> str:
+        return "Consumer(queue=%r, group=%r, concurrency=%d, %s)" % (
+            self._st.queue,
+            self._group,
+            self._concurrency,
+            "running" if self.is_running else ("stopped: %s" % self._st.stats.reason if self._started else "not started"),
+        )
+
+    # ------------------------------------------------------------------ public API
+
+    def _forked(self) -> bool:
+        """True in a process forked from the one running this consumer: its copy here has no
+        threads (and its lock may have been held at fork time), so it is left alone."""
+        return self._started and os.getpid() != self._pid
+
+    @property
+    def is_running(self) -> bool:
+        """True from start until every thread of the consumer ended (handlers included).
+        False in a forked child (the copy there has no threads)."""
+        return self._started and not self._done.is_set() and not self._forked()
+
+    @property
+    def result(self) -> ConsumeResult:
+        """A snapshot of the counters and the stop reason (``""`` while running)."""
+        if self._forked():
+            return replace(self._st.stats)  # no lock: a parent thread may have held it at fork
+        with self._st.lock:
+            return replace(self._st.stats)
+
+    @property
+    def error(self) -> Optional[BaseException]:
+        """The exception that stopped the consumer, else None: for reason ``"error"`` the
+        handler's or pop's exception, for reason ``"unreachable"`` the last connection error
+        (a :class:`~queen_sync.errors.QueenConnectionError`, or the
+        :class:`~queen_sync.errors.QueenHTTPError` of a 5xx / 429 reply)."""
+        return self._st.error
+
+    @property
+    def reason(self) -> str:
+        """Why the consumer stopped (see :class:`ConsumeResult`); ``""`` while running."""
+        return self._st.stats.reason
+
+    handled = property(lambda self: self._st.stats.handled, doc="Messages delivered to the handler.")
+    acked = property(lambda self: self._st.stats.acked, doc="Messages acked completed (auto-ack).")
+    nacked = property(lambda self: self._st.stats.nacked, doc="Messages nacked failed (auto-ack).")
+    failed = property(lambda self: self._st.stats.failed, doc="Messages whose handler raised.")
+    skipped = property(lambda self: self._st.stats.skipped, doc="Messages skipped after a nack.")
+    renewals = property(lambda self: self._st.stats.renewals, doc="Lease renewals accepted.")
+    ack_failures = property(lambda self: self._st.stats.ack_failures, doc="Acks refused or not sent.")
+    ack_uncertain = property(
+        lambda self: self._st.stats.ack_uncertain, doc="Acks whose reply was lost, not (yet) confirmed."
+    )
+    renew_failures = property(lambda self: self._st.stats.renew_failures, doc="Renewals refused or not sent.")
+    lost = property(lambda self: self._st.stats.lost, doc="Messages given up after their lease was lost.")
+    released = property(lambda self: self._st.stats.released, doc="Messages released unhandled at stop.")
+
+    def run(self) -> ConsumeResult:
+        """Run in the calling thread until a stop condition; return the :class:`ConsumeResult`.
+
+        On ``KeyboardInterrupt`` the consumer stops gracefully (drain timeout applies; a
+        second interrupt aborts the drain) and the KeyboardInterrupt is re-raised.
+
+        Raises:
+            the handler's exception (``auto_ack(False)`` without ``on_error``), a pop error
+            that is not a transient connection problem (e.g. AuthenticationError, BrokerError),
+            or, when ``idle_millis`` passed while the broker was unreachable (reason
+            ``"unreachable"``), the last connection error (QueenConnectionError, or the
+            QueenHTTPError of a 5xx / 429 reply).
+        """
+        self._signals.install()
+        try:
+            self._start_threads()
+            try:
+                self._supervisor.watch()
+            except KeyboardInterrupt:
+                if self._st.stopping:  # interrupted while already stopping: abort the drain
+                    log.info("consumer of queue %r interrupted again; releasing what is not handled yet", self._st.queue)
+                    self._st.request_stop("interrupted", 0.0)
+                else:
+                    log.info("consumer of queue %r interrupted; stopping gracefully", self._st.queue)
+                    self._st.request_stop("interrupted")
+                self._supervisor.finish()
+                raise
+        finally:
+            self._signals.restore()
+        if self._st.error is not None:
+            raise self._st.error
+        return self.result
+
+    def start(self) -> "Consumer":
+        """Start the consumer in background threads and return it (used by
+        ``consume(handler, background=True)``)."""
+        self._signals.install()
+        try:
+            self._start_threads()
+        except BaseException:
+            self._signals.restore()
+            raise
+        t = threading.Thread(target=self._thread_main, args=(self._supervisor.watch,),
+                             name="queen-consume-%s-supervisor" % self._st.queue, daemon=True)
+        self._add_thread(t)
+        return self
+
+    def stop(self, drain_timeout: Optional[float] = None) -> ConsumeResult:
+        """Stop gracefully and return the :class:`ConsumeResult`.
+
+        No new pop is started; in-flight pops finish (at most ~1 s, long polls are capped at
+        :data:`POLL_CAP_MILLIS`) and their messages are released unhandled; messages popped
+        before are handled and acked until ``drain_timeout`` **seconds** (default: the
+        consumer's, 30.0) have passed; then the ones not yet given to a handler are released
+        (ack status ``retry``), except those queued behind a handler of the same partition
+        that is still running: they are released once that handler has returned (releasing
+        them earlier would free the partition while its handler runs). Handlers still running
+        are left to finish in the background (see :meth:`join`; :attr:`released` and the
+        other counters keep changing until then). Idempotent. Does not raise the consumer's error (see
+        :attr:`error`, :meth:`join`). Called from inside a handler, it only requests the stop.
+
+        The wait is bounded: if the stop phase has not ended after the drain timeout (a pop
+        or release stuck in the
+        network), about 5 s past it, a WARNING is logged and the counters so far are returned.
+
+        In a process forked from the one running the consumer (its copy there has no
+        threads) it returns the counters at once and sends nothing: the leases belong to
+        the parent.
+        """
+        if drain_timeout is not None:
+            _check_drain_timeout(drain_timeout)
+        if self._forked():
+            self._signals.restore()
+            return self.result
+        self._st.request_stop("stopped", drain_timeout)
+        if not self._started:
+            self._st.stats.reason = self._st.stats.reason or "stopped"
+            return self.result
+        if threading.get_ident() not in self._thread_ids:
+            if not self._supervisor.wait_finished():
+                log.warning(
+                    "stop() of the consumer of queue %r gave up waiting %.1f s after the drain timeout; "
+                    "it goes on stopping in the background",
+                    self._st.queue,
+                    STOP_GRACE_S,
+                )
+            if self._done.is_set():
+                self._signals.restore()
+        return self.result
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        """Wait up to ``timeout`` **seconds** (None: forever) until every thread of the consumer
+        ended. Returns True when it has ended, False on timeout.
+
+        In a process forked from the one running the consumer it returns True at once (the
+        copy there has no threads).
+
+        Raises:
+            the exception that stopped the consumer (reason ``"error"`` or
+            ``"unreachable"``, see :attr:`error`), once it has ended.
+        """
+        if not self._started or self._forked():
+            return True
+        ended = self._done.wait(timeout)
+        if ended:
+            self._signals.restore()
+            if self._st.error is not None:
+                raise self._st.error
+        return ended
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ threads
+
+    def _add_thread(self, t: threading.Thread) -> None:
+        with self._st.lock:
+            self._threads.append(t)
+            self._threads_alive += 1
+        t.start()
+
+    def _thread_main(self, target: Callable[[], None]) -> None:
+        self._thread_ids.add(threading.get_ident())
+        try:
+            target()
+        except BaseException as exc:  # never let a consumer thread die silently
+            log.exception("consumer thread of queue %r failed", self._st.queue)
+            self._st.fail(exc)
+        finally:
+            with self._st.lock:
+                self._threads_alive -= 1
+                last = self._threads_alive == 0
+                self._st.lock.notify_all()
+            if last:
+                unregister(self)
+                self._done.set()
+
+    def _start_threads(self) -> None:
+        if self._started:
+            raise InvalidInputError("this consumer was already started")
+        self._pid = os.getpid()
+        self._started = True
+        self._st.last_activity = time.monotonic()
+        register(self)
+        name = "queen-consume-%s" % self._st.queue
+        with self._st.lock:
+            self._st.fetchers_alive = self._concurrency
+        for i in range(self._concurrency):
+            self._add_thread(threading.Thread(target=self._thread_main, args=(self._lanes.run,),
+                                              name="%s-worker-%d" % (name, i), daemon=True))
+        for i in range(self._concurrency):
+            self._add_thread(threading.Thread(target=self._thread_main, args=(lambda i=i: self._fetchers.run(i),),
+                                              name="%s-fetch-%d" % (name, i), daemon=True))
+        if self._renewer is not None:
+            self._add_thread(threading.Thread(target=self._thread_main, args=(self._renewer.run,),
+                                              name="%s-renew" % name, daemon=True))
+

@@ -1,0 +1,203 @@
+"""Fetching: the pop loop, room reservation, outage backoff, splitting a pop into lanes.
+
+``concurrency`` **fetchers** pop from the broker (``GET /api/v1/pop/...``). Before a pop a
+fetcher reserves room for ``batch`` messages, so at most ``concurrency × batch`` popped
+messages are held in memory; with ``limit(n)`` it also reserves its share of the limit
+(the limit never overshoots). Long polls are capped at :data:`POLL_CAP_MILLIS` (and at the
+idle time left) so that a stop is prompt. Fetcher 0 always polls; the others rest after an
+empty pop until some pop brings messages again, so an idle consumer sends one long poll at
+a time.
+
+A transient pop failure (connection, timeout, 5xx, 429) is retried forever with backoff and
+logged once as an outage (``_outage``); any other refusal of a pop (authentication, a
+broker error) stops the consumer with that exception. Messages of a pop that comes back
+after a stop request are released at once (ack status ``retry``, ``_acks``).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import time
+from dataclasses import replace
+from typing import Any, List, Optional
+
+from ..errors import ClientClosedError
+from ._acks import Acks
+from ._calls import Broker, PopSpec
+from ._lanes import Lanes
+from ._leases import Renewer
+from ._log import log
+from ._outage import backoff, transient
+from ._state import TICK_S, ConsumerState, Lease, Message, Unit
+
+__all__ = ["Fetchers", "POLL_CAP_MILLIS"]
+
+#: Longest long poll a consumer sends, in milliseconds (keeps stop() prompt).
+POLL_CAP_MILLIS = 1000
+#: Pause between two pops without long poll (``wait(False)``) that came back empty, in seconds.
+NO_WAIT_PAUSE_S = 0.1
+
+
+class Fetchers:
+    """The fetcher loops of one consumer (each run by its own thread: :meth:`run`).
+
+    Args:
+        state: the consumer's shared state (room, limit, idle clock, stop request).
+        broker: its broker calls (``pop`` and ``bind``).
+        spec: the pop settings (its ``batch`` and ``timeout_millis`` are the most per pop).
+        lanes: where popped messages are queued for the workers.
+        acks: releases a pop that came back after a stop request.
+        renewer: schedules the first renewal of each new lease; None without
+            ``renew_lease(True)``.
+    """
+
+    def __init__(self, state: ConsumerState, broker: Broker, spec: PopSpec, lanes: Lanes, acks: Acks,
+                 renewer: Optional[Renewer]) -> None:
+        self._st = state
+        self._broker = broker
+        self._spec = spec
+        self._lanes = lanes
+        self._acks = acks
+        self._renewer = renewer
+        self._work_gen = 0  # pops that brought messages (wakes the resting fetchers)
+
+    def _acquire(self) -> int:
+        """Reserve room (and limit budget) for one pop; 0 means the fetcher should end."""
+        batch = self._spec.batch
+        with self._st.lock:
+            while True:
+                if self._st.stopping:
+                    return 0
+                n = batch
+                if self._st.limit is not None:
+                    left = self._st.limit - self._st.reserved
+                    if left <= 0:
+                        if self._st.stats.handled >= self._st.limit:
+                            self._st.request_stop_locked("limit")
+                            return 0
+                        self._st.lock.wait(TICK_S)
+                        continue
+                    n = min(n, left)
+                if self._st.free_slots >= n:
+                    self._st.free_slots -= n
+                    self._st.reserved += n
+                    return n
+                self._st.lock.wait(TICK_S)
+
+    def run(self, index: int) -> None:
+        """The loop of fetcher ``index`` (0 always polls; see the module docstring)."""
+        try:
+            self._loop(index)
+        finally:
+            with self._st.lock:
+                self._st.fetchers_alive -= 1
+                self._st.lock.notify_all()
+
+    def _loop(self, index: int) -> None:
+        spec = self._spec
+        attempt = 0
+        while True:
+            n = self._acquire()
+            if n == 0:
+                return
+            timeout = min(spec.timeout_millis, POLL_CAP_MILLIS)
+            with self._st.lock:
+                if self._st.idle_s is not None:
+                    idle_left = self._st.idle_s - (time.monotonic() - self._st.last_activity)
+                    if idle_left <= 0 and self._st.outstanding == 0:
+                        # idle time is up: no new pop, the supervisor stops the consumer
+                        # (unless a handler finishing meanwhile starts a new idle period)
+                        self._st.give_back_locked(n, n)
+                        while (
+                            not self._st.stopping
+                            and self._st.outstanding == 0
+                            and time.monotonic() - self._st.last_activity >= self._st.idle_s
+                        ):
+                            self._st.lock.wait(TICK_S)
+                        continue
+                    timeout = max(1, min(timeout, int(math.ceil(idle_left * 1000.0))))
+                self._st.pops_in_flight += 1
+            pop = replace(spec, batch=n, timeout_millis=timeout)
+            t0 = time.monotonic()
+            # _pops_in_flight drops only once the outcome is recorded (outage or activity),
+            # so the supervisor's idle check never sees a pop's result half-way.
+            try:
+                messages = self._broker.pop(pop)
+            except ClientClosedError:
+                with self._st.lock:
+                    self._st.pops_in_flight -= 1
+                    self._st.give_back_locked(n, n)
+                    self._st.request_stop_locked("closed")
+                return
+            except Exception as exc:
+                is_transient = transient(exc)
+                if is_transient:
+                    self._st.outage.failure("pop", exc)
+                with self._st.lock:
+                    self._st.pops_in_flight -= 1
+                    self._st.give_back_locked(n, n)
+                if not is_transient:
+                    log.error("pop from queue %r failed: %s; stopping the consumer", self._st.queue, exc)
+                    self._st.fail(exc)
+                    return
+                self._st.stop_evt.wait(backoff(attempt))
+                attempt += 1
+                continue
+            except BaseException:
+                with self._st.lock:
+                    self._st.pops_in_flight -= 1
+                    self._st.give_back_locked(n, n)
+                raise
+            attempt = 0
+            self._st.outage.success(t0)
+            with self._st.lock:
+                self._st.pops_in_flight -= 1
+                self._st.give_back_locked(n - len(messages), n - len(messages))
+                gen = self._work_gen
+                if messages:
+                    self._work_gen += 1
+                    self._st.last_activity = time.monotonic()
+                    self._st.lock.notify_all()
+            if messages:
+                self._dispatch(messages)
+                continue
+            if index > 0:
+                # Rest until some pop brings messages again (fetcher 0 keeps polling).
+                with self._st.lock:
+                    while not self._st.stopping and self._work_gen == gen:
+                        self._st.lock.wait(1.0)
+            elif not spec.wait:
+                self._st.stop_evt.wait(NO_WAIT_PAUSE_S)
+
+    def _dispatch(self, popped: List[Message]) -> None:
+        """Split one pop per partition into lanes (or release it when stopping)."""
+        # handlers get queen_sync.Message objects (dicts that can record traces on themselves)
+        messages = self._broker.bind(popped)
+        by_pid: "collections.OrderedDict[Any, List[Message]]" = collections.OrderedDict()
+        for m in messages:
+            by_pid.setdefault(m.get("partitionId") or m.get("partition"), []).append(m)
+        release: List[Unit] = []
+        with self._st.lock:
+            self._st.outstanding += len(messages)
+            units = []
+            for pid, msgs in by_pid.items():
+                lid = msgs[0].get("leaseId") or ""
+                lease = None
+                if lid:
+                    lease = self._st.leases.get(lid)
+                    if lease is None:
+                        lease = self._st.leases[lid] = Lease(lid)
+                        if self._renewer is not None:
+                            self._renewer.schedule_first(lease)
+                    lease.outstanding[pid] = lease.outstanding.get(pid, 0) + len(msgs)
+                    lease.txids.extend(str(m.get("transactionId")) for m in msgs)
+                units.append(Unit(pid, msgs, lease))
+            if self._st.stopping:
+                release = units
+            else:
+                self._lanes.put_locked(units)
+        if release:
+            log.debug("consumer of queue %r is stopping: releasing %d message(s) popped meanwhile", self._st.queue, len(messages))
+            self._acks.release_units(release)
+

@@ -1,0 +1,255 @@
+"""Lanes: per-partition order, the worker pool, handler delivery.
+
+A pop is split per partition (a pop with ``partitions(n)`` can span several) into
+:class:`~queen_sync.consumer._state.Unit` s, each queued on its partition's :class:`Lane`.
+``concurrency`` **workers** (a thread pool, :meth:`Lanes.run`) take lanes off one run queue;
+a lane is run by one worker at a time, in pop order, so within one partition handling order
+equals push order and two messages of one partition are never handled at the same time,
+while different partitions run in parallel (a lane with more work goes back to the tail of
+the run queue: partitions take turns).
+
+Handler delivery: the handler gets one message dict (``each()`` or ``batch == 1``), else
+the list of one partition's messages of one pop. With auto-ack (the default) a handler that
+returns is acked ``completed`` and one that raises is nacked ``failed`` with the exception
+text (the ack itself: ``_acks``); in ``each()`` mode the later messages of a nacked
+partition in the same pop are skipped (the broker redelivers them). Every handler failure is
+logged at WARNING with its traceback and the message ids (queue, partition, transactionId;
+never payloads). ``auto_ack(False)`` leaves acks to the handler (a handler exception then
+stops the consumer and is re-raised); ``on_success(cb)`` / ``on_error(cb)`` also turn
+auto-ack off and let the callbacks ack. Messages of a lost lease are not handled (see
+``_leases``); after the drain timeout (``abort``) a worker releases its unit's rest instead.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any, Callable, Deque, Dict, List, Optional
+
+from ._acks import Acks
+from ._log import MAX_IDS_LOGGED, log, more
+from ._state import TICK_S, ConsumerState, Message, Unit
+
+__all__ = ["Lane", "Lanes", "MAX_ERROR_TEXT"]
+
+#: Longest exception text sent with a nack, in characters.
+MAX_ERROR_TEXT = 1000
+
+
+class Lane:
+    """The units of one partition; run by one worker at a time."""
+
+    __slots__ = ("pid", "units", "running", "queued")
+
+    def __init__(self, pid: Any) -> None:
+        self.pid = pid
+        self.units: Deque[Unit] = collections.deque()
+        self.running = False
+        self.queued = False
+
+
+class Lanes:
+    """The lanes and the worker loop of one consumer.
+
+    Args:
+        state: the consumer's shared state.
+        acks: its ack path (acks after a handler, releases when aborting).
+        handler: the user's handler.
+        each: one message per handler call (``each()`` or ``batch == 1``).
+        single_when_one: pass a lone message as a dict, not a list (``batch == 1``).
+        auto_ack: ack / nack after the handler (False with callbacks or ``auto_ack(False)``).
+        on_success, on_error: the builder's callbacks, or None.
+        group: the consumer group (for log lines), None in queue mode.
+
+    The fetchers add work with :meth:`put_locked`; the stop phase takes back what no worker
+    started with :meth:`take_waiting_locked`. Both with the state's lock held.
+    """
+
+    def __init__(
+        self,
+        state: ConsumerState,
+        acks: Acks,
+        handler: Callable[[Any], Any],
+        *,
+        each: bool,
+        single_when_one: bool,
+        auto_ack: bool,
+        on_success: Optional[Callable[[Any, Any], Any]],
+        on_error: Optional[Callable[[Any, BaseException], Any]],
+        group: Optional[str],
+    ) -> None:
+        self._st = state
+        self._acks = acks
+        self._handler = handler
+        self._each = each
+        self._single_when_one = single_when_one
+        self._auto_ack = auto_ack
+        self._on_success = on_success
+        self._on_error = on_error
+        self._group = group
+        self._lanes: Dict[Any, Lane] = {}
+        self._runq: Deque[Lane] = collections.deque()
+
+    def put_locked(self, units: List[Unit]) -> None:
+        """Queue each unit on its partition's lane, behind the ones already there."""
+        for unit in units:
+            lane = self._lanes.get(unit.pid)
+            if lane is None:
+                lane = self._lanes[unit.pid] = Lane(unit.pid)
+            lane.units.append(unit)
+            if not lane.running and not lane.queued:
+                lane.queued = True
+                self._runq.append(lane)
+        self._st.lock.notify_all()
+
+    def take_waiting_locked(self) -> List[Unit]:
+        """Take back the units of every lane whose handler is not running (to release them).
+        A running lane keeps its units: releasing them would free the partition (the lease is
+        per partition) while its handler runs; its worker releases them once the handler has
+        returned and been acked (``abort`` is set)."""
+        units: List[Unit] = []
+        for lane in list(self._lanes.values()):
+            if not lane.running:
+                units.extend(lane.units)
+                lane.units.clear()
+                self._drop_lane_locked(lane)
+        return units
+
+    def _drop_lane_locked(self, lane: Lane) -> None:
+        if lane.queued:
+            try:
+                self._runq.remove(lane)
+            except ValueError:
+                pass
+            lane.queued = False
+        if self._lanes.get(lane.pid) is lane and not lane.units and not lane.running:
+            del self._lanes[lane.pid]
+
+
+    def run(self) -> None:
+        """The loop of one worker: run the next lane's first unit, then put the lane back at the
+        tail of the run queue if it has more; ends once stopping with no fetcher left and
+        nothing queued."""
+        while True:
+            with self._st.lock:
+                while not self._runq:
+                    if self._st.stopping and self._st.fetchers_alive == 0:
+                        return
+                    self._st.lock.wait(TICK_S)
+                lane = self._runq.popleft()
+                lane.queued = False
+                if not lane.units:
+                    self._drop_lane_locked(lane)
+                    continue
+                lane.running = True
+                unit = lane.units.popleft()
+            try:
+                self._run_unit(unit)
+            finally:
+                with self._st.lock:
+                    lane.running = False
+                    if lane.units:
+                        lane.queued = True
+                        self._runq.append(lane)  # at the tail: partitions take turns
+                    else:
+                        self._drop_lane_locked(lane)
+                    self._st.lock.notify_all()
+
+    def _run_unit(self, unit: Unit) -> None:
+        lease = unit.lease
+        if self._each:
+            while unit.pos < len(unit.msgs):
+                if self._st.abort:
+                    self._acks.release_units([unit])
+                    return
+                if lease is not None and lease.lost:
+                    self._st.resolve(unit.msgs[unit.pos:], unit, handled=False, lost=True)
+                    unit.pos = len(unit.msgs)
+                    return
+                m = unit.msgs[unit.pos]
+                unit.pos += 1
+                if not self._deliver(m, [m], unit):
+                    if lease is not None and lease.lost:
+                        continue  # the rest is lost (resolved at the top of the loop)
+                    rest = unit.msgs[unit.pos:]
+                    unit.pos = len(unit.msgs)
+                    if rest:
+                        self._st.resolve(rest, unit, skipped=True)
+                    return
+        else:
+            if self._st.abort:
+                self._acks.release_units([unit])
+                return
+            if lease is not None and lease.lost:
+                self._st.resolve(unit.msgs, unit, handled=False, lost=True)
+                unit.pos = len(unit.msgs)
+                return
+            msgs = unit.msgs
+            unit.pos = len(msgs)
+            arg: Any = msgs[0] if (self._single_when_one and len(msgs) == 1) else list(msgs)
+            self._deliver(arg, msgs, unit)
+
+
+    def _deliver(self, arg: Any, msgs: List[Message], unit: Unit) -> bool:
+        """Call the handler (and callbacks), then ack. False when the partition's lease was
+        released by a nack (the rest of the unit must be skipped)."""
+        with self._st.lock:
+            self._st.stats.handled += len(msgs)
+            self._st.last_activity = time.monotonic()
+        try:
+            result = self._handler(arg)
+            if self._on_success is not None:
+                self._on_success(arg, result)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # SystemExit & co: forget the messages, end the thread
+                self._st.resolve(msgs, unit)
+                raise
+            with self._st.lock:
+                self._st.stats.failed += len(msgs)
+            if self._on_error is not None:
+                self._log_handler_failure(exc, msgs, "calling on_error")
+                try:
+                    self._on_error(arg, exc)
+                except Exception as exc2:
+                    log.error(
+                        "on_error callback of the consumer of queue %r raised; stopping the consumer",
+                        self._st.queue,
+                        exc_info=exc2,
+                    )
+                    self._st.resolve(msgs, unit)
+                    self._st.fail(exc2)
+                    return True
+                self._st.resolve(msgs, unit)
+                return True
+            if not self._auto_ack:
+                self._log_handler_failure(exc, msgs, "auto_ack is off: stopping the consumer, the error is re-raised")
+                self._st.resolve(msgs, unit)
+                self._st.fail(exc)
+                return True
+            text = ("%s: %s" % (type(exc).__name__, exc))[:MAX_ERROR_TEXT]
+            self._log_handler_failure(exc, msgs, "nacking them (the broker retries, then dead-letters)")
+            return self._acks.ack(msgs, unit, False, text)
+        if self._auto_ack:
+            self._acks.ack(msgs, unit, True, None)
+        else:
+            self._st.resolve(msgs, unit)
+        return True
+
+    def _log_handler_failure(self, exc: BaseException, msgs: List[Message], then: str) -> None:
+        """One WARNING per failed handler call, with the traceback; message ids only (queue,
+        partition, transactionId), never payloads."""
+        log.warning(
+            "handler raised %s on %d message(s) of queue %r%s; %s: %s",
+            type(exc).__name__,
+            len(msgs),
+            self._st.queue,
+            "" if self._group is None else " (consumer group %r)" % (self._group,),
+            then,
+            ", ".join(
+                "%s (partition %s)" % (m.get("transactionId"), m.get("partition") or m.get("partitionId"))
+                for m in msgs[:MAX_IDS_LOGGED]
+            )
+            + more(len(msgs)),
+            exc_info=exc,
+        )
+

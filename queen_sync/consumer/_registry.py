@@ -1,0 +1,127 @@
+"""The consumers running in this process, for :meth:`Queen.close` (and fork safety).
+
+Every started consumer is registered until its last thread ends. :meth:`Queen.close` stops
+the client's consumers gracefully before it closes the transport, with its close timeout as
+drain timeout (:func:`stop_consumers_for_close`), and shares its one close deadline with them:
+their drain ends a little before it (:data:`CLOSE_RELEASE_RESERVE_S`, to leave time for the
+releases), and a handler still running at the deadline is abandoned: its ack fails once the
+transport is closed and the broker redelivers its message (and the ones queued behind it)
+when the lease expires. A thread of a consumer (a handler calling ``close()``) never waits
+for that consumer (:func:`in_consumer_thread`).
+
+Fork: a process forked from one running a consumer gets a copy without threads; it is not
+listed here (:func:`_consumers_of` skips it), and the registry's lock is made anew in the
+child (a parent thread may have held it at fork time).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Callable, List, Optional
+
+from ._log import log
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..client import Queen
+    from ._consumer import Consumer
+
+__all__ = ["CLOSE_RELEASE_RESERVE_S", "in_consumer_thread", "register", "stop_consumers_for_close", "unregister"]
+
+#: Part of Queen.close()'s timeout kept for the final releases after the consumers' drain
+#: deadline, in seconds (at most a quarter of the timeout).
+CLOSE_RELEASE_RESERVE_S = 1.0
+
+# Consumers started in this process, for Queen.close() (see stop_consumers_for_close).
+_registry: "weakref.WeakSet[Consumer]" = weakref.WeakSet()
+_registry_lock = threading.Lock()
+
+
+def _reinit_after_fork() -> None:
+    # a parent thread may have held the lock at fork time: the child gets a fresh one
+    global _registry_lock
+    _registry_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)
+
+
+def register(consumer: "Consumer") -> None:
+    """List a consumer that starts its threads."""
+    with _registry_lock:
+        _registry.add(consumer)
+
+
+def unregister(consumer: "Consumer") -> None:
+    """Forget a consumer whose last thread ended."""
+    with _registry_lock:
+        _registry.discard(consumer)
+
+
+def _consumers_of(client: "Queen") -> List["Consumer"]:
+    """The consumers of ``client`` running in this process (started, not ended, not a
+    forked child's copy)."""
+    with _registry_lock:
+        found = [c for c in _registry if c._client is client]
+    return [c for c in found if c._started and not c._done.is_set() and not c._forked()]
+
+
+def in_consumer_thread(client: "Queen") -> bool:
+    """True when the calling thread is a thread of a consumer of ``client`` (a handler or
+    callback runs in one): such a thread must not wait for that consumer to end."""
+    me = threading.get_ident()
+    return any(me in c._thread_ids for c in _consumers_of(client))
+
+
+def stop_consumers_for_close(
+    client: "Queen", timeout_millis: int, deadline: Optional[float] = None
+) -> Callable[[], None]:
+    """Used by :meth:`Queen.close`: ask every consumer of ``client`` running in this process
+    to stop gracefully now (reason ``"closed"``: no new pop, popped messages are handled and
+    acked, the ones not given to a handler by the drain deadline are released).
+
+    The drain deadline is the close deadline minus a reserve for those final releases
+    (:data:`CLOSE_RELEASE_RESERVE_S`, at most a quarter of the timeout), so they are sent
+    while the transport is still open.
+
+    Args:
+        client: the :class:`~queen_sync.Queen` being closed.
+        timeout_millis: the close timeout, in milliseconds.
+        deadline: the close deadline (a ``time.monotonic()`` value); default: now +
+            ``timeout_millis``.
+
+    Returns:
+        a function that waits until those consumers ended or the deadline passed, whichever
+        comes first (a handler still running then is abandoned: its ack fails once the
+        transport is closed, and the broker redelivers its message when the lease expires);
+        it never waits for the consumer whose thread calls it (a handler calling close()).
+        Sends nothing itself.
+    """
+    timeout_s = timeout_millis / 1000.0
+    if deadline is None:
+        deadline = time.monotonic() + timeout_s
+    left = max(0.0, deadline - time.monotonic())
+    drain_s = max(0.0, left - min(CLOSE_RELEASE_RESERVE_S, left / 4.0))
+    consumers = _consumers_of(client)
+    for c in consumers:
+        c._request_stop("closed", drain_s)
+
+    def wait() -> None:
+        me = threading.get_ident()
+        for c in consumers:
+            if me in c._thread_ids:
+                continue
+            if not c._done.wait(max(0.0, deadline - time.monotonic())):
+                log.warning(
+                    "closing the client: the consumer of queue %r still has a handler running at the close "
+                    "deadline (%d ms); it is abandoned: its ack will fail and the broker redelivers its "
+                    "message(s) once their lease expires",
+                    c._queue,
+                    timeout_millis,
+                )
+
+    return wait
+

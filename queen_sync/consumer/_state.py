@@ -1,0 +1,233 @@
+"""What every part of one consumer shares: one lock, the counters, the room, the stop request.
+
+A consumer's parts (fetchers, lanes, acks, renewer, stop phase) run in different threads and
+meet only here, in a :class:`ConsumerState`, under its one condition ``lock``:
+
+* **Room.** At most ``concurrency × batch`` popped messages are held in memory: a fetcher
+  reserves room before a pop (``free_slots``) and with ``limit(n)`` its share of the limit
+  (``reserved``: the limit never overshoots); :meth:`ConsumerState.resolve` frees the room of
+  finished messages, and gives the limit budget back for messages never handled.
+* **Leases.** One :class:`Lease` per pop's lease (shared by every partition of the pop) counts
+  the unfinished messages per partition; a lease with none left is forgotten.
+* **Stopping.** :meth:`ConsumerState.request_stop` records the first reason and moves the drain
+  deadline earlier (never later); ``abort`` / ``abort_evt`` (set by the stop phase at the drain
+  timeout) end every retry of acks and releases.
+
+The counters are a :class:`ConsumeResult`, also the result handed to the user.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Set
+
+from ._outage import Outage
+
+__all__ = ["ConsumeResult", "ConsumerState", "Lease", "Message", "TICK_S", "Unit"]
+
+Message = Dict[str, Any]
+
+#: Longest a consumer thread sleeps before it looks at the stop conditions again, in seconds.
+TICK_S = 0.1
+
+
+@dataclass
+class ConsumeResult:
+    """What a consume() run did (also the live counters of a :class:`Consumer`).
+
+    Attributes:
+        handled: messages delivered to the handler (failures included).
+        failed: messages whose handler call raised.
+        acked: messages the consumer acked ``completed`` and the broker accepted (auto-ack).
+        nacked: messages the consumer nacked ``failed`` and the broker accepted (auto-ack).
+        ack_failures: acks / nacks / releases the broker refused or that could not be sent
+            (each logged with the message ids).
+        ack_uncertain: ``completed`` acks whose reply was lost and that were not resent (see
+            "lost ack replies" in :mod:`queen_sync.consumer._acks`), not yet confirmed by a
+            later ack of the same partition; once confirmed they move to ``acked``. Those left
+            at the end may or may not have been applied (if not, the broker redelivers the
+            message).
+        skipped: messages not delivered because an earlier message of the same partition in
+            the same pop was nacked (the broker redelivers them).
+        renewals: lease renewals the broker accepted.
+        renew_failures: lease renewals that were refused or could not be sent.
+        lost: messages given up because their lease was lost (refused renewal or an ack
+            refused with ``Invalid or expired lease``): not handled, or handled but not acked.
+        released: popped messages handed back unhandled (ack status ``retry``) because the
+            consumer was stopping, counted only when the broker confirmed the release (a
+            release that failed counts in ``ack_failures``: the broker redelivers those
+            messages once their lease expires).
+        reason: why it stopped: ``"limit"``, ``"idle"``, ``"stopped"`` (stop_event or
+            :meth:`Consumer.stop`), ``"signal"``, ``"interrupted"`` (KeyboardInterrupt),
+            ``"closed"`` (client closed), ``"unreachable"`` (``idle_millis`` passed while the
+            broker could not be reached: see :attr:`Consumer.error`) or ``"error"``; ``""``
+            while running.
+    """
+
+    handled: int = 0
+    failed: int = 0
+    acked: int = 0
+    nacked: int = 0
+    ack_failures: int = 0
+    ack_uncertain: int = 0
+    skipped: int = 0
+    renewals: int = 0
+    renew_failures: int = 0
+    lost: int = 0
+    released: int = 0
+    reason: str = ""
+
+
+class Lease:
+    """Bookkeeping of one pop's lease (shared by every partition of that pop)."""
+
+    __slots__ = ("lease_id", "outstanding", "released", "acks_in_flight", "lost", "txids", "next_renew",
+                 "renewed", "renew_attempt", "popped_at")
+
+    def __init__(self, lease_id: str) -> None:
+        self.lease_id = lease_id
+        self.outstanding: Dict[Any, int] = {}  # partitionId -> unfinished messages
+        self.released: Set[Any] = set()  # partitions this consumer released (nack / retry)
+        self.acks_in_flight = 0
+        self.lost = False
+        self.txids: List[str] = []
+        self.popped_at = time.monotonic()
+        self.next_renew = math.inf  # time.monotonic() of the next renewal (renew_lease(True))
+        self.renewed = False  # a renewal of this lease was accepted
+        self.renew_attempt = 0  # failed renewals in a row (backoff)
+
+    def live(self) -> bool:
+        """Some partition of the lease still has unfinished messages and was not released."""
+        return any(n > 0 and pid not in self.released for pid, n in self.outstanding.items())
+
+
+class Unit:
+    """The messages of one partition from one pop, handled in order."""
+
+    __slots__ = ("pid", "msgs", "lease", "pos", "unsure", "unconfirmed")
+
+    def __init__(self, pid: Any, msgs: List[Message], lease: Optional[Lease]) -> None:
+        self.pid = pid
+        self.msgs = msgs
+        self.lease = lease
+        self.pos = 0  # index of the first message not yet given to the handler
+        # acks of this unit whose reply was lost and that were not resent: ``unsure`` may be
+        # missing from the broker's count of the partition's batch (its lease stays held
+        # until the count is complete); ``unconfirmed`` are not yet covered by a later ack
+        self.unsure = 0
+        self.unconfirmed = 0
+
+
+class ConsumerState:
+    """The shared state of one consumer (see the module docstring).
+
+    Args:
+        queue: the queue name (for log lines).
+        room: how many popped messages may be held at once (``concurrency × batch``).
+        limit: ``limit(n)``: stop after n handled messages; None: no limit.
+        idle_s: ``idle_millis`` in seconds: stop after that long without messages; None: never.
+        drain_timeout: the default drain timeout of a stop, in seconds.
+
+    Attributes other than the settings are read and written under ``lock`` only (``abort``,
+    ``stopping`` and ``error`` may be read without it).
+    """
+
+    def __init__(self, queue: str, room: int, limit: Optional[int], idle_s: Optional[float],
+                 drain_timeout: float) -> None:
+        self.queue = queue
+        self.limit = limit
+        self.idle_s = idle_s
+        self.drain_timeout = drain_timeout
+        self.lock = threading.Condition(threading.Lock())
+        self.stats = ConsumeResult()
+        self.error: Optional[BaseException] = None
+        self.stopping = False
+        self.stop_evt = threading.Event()
+        self.abort = False
+        self.abort_evt = threading.Event()
+        self.drain_deadline = math.inf
+        self.fetchers_alive = 0
+        self.pops_in_flight = 0
+        self.free_slots = room
+        self.reserved = 0
+        self.outstanding = 0
+        self.leases: Dict[str, Lease] = {}
+        self.last_activity = time.monotonic()
+        self.outage = Outage(queue)
+
+    # ------------------------------------------------------------------ stop request
+
+    def request_stop(self, reason: str, drain_timeout: Optional[float] = None) -> None:
+        """Ask the consumer to stop (the first reason given is kept); ``drain_timeout``
+        seconds (default: the consumer's) may move the drain deadline earlier."""
+        with self.lock:
+            self.request_stop_locked(reason, drain_timeout)
+
+    def request_stop_locked(self, reason: str, drain_timeout: Optional[float] = None) -> None:
+        """:meth:`request_stop` with ``lock`` held."""
+        if not self.stats.reason:
+            self.stats.reason = reason
+        t = self.drain_timeout if drain_timeout is None else float(drain_timeout)
+        self.drain_deadline = min(self.drain_deadline, time.monotonic() + t)
+        if not self.stopping:
+            self.stopping = True
+            self.stop_evt.set()
+        self.lock.notify_all()
+
+    def fail(self, exc: BaseException) -> None:
+        """Stop at once with reason ``"error"``; the first ``exc`` becomes the consumer's error."""
+        with self.lock:
+            if self.error is None:
+                self.error = exc
+            self.request_stop_locked("error", 0.0)
+            self.stats.reason = "error"
+
+    def abort_locked(self) -> None:
+        """End every retry of acks and releases (the drain time is over)."""
+        self.abort = True
+        self.abort_evt.set()
+
+    # ------------------------------------------------------------------ room
+
+    def give_back_locked(self, slots: int, budget: int) -> None:
+        """Free ``slots`` of room and give ``budget`` of the limit back."""
+        self.free_slots += slots
+        self.reserved -= budget
+        self.lock.notify_all()
+
+    def resolve(
+        self,
+        msgs: List[Message],
+        unit: Unit,
+        *,
+        handled: bool = True,
+        skipped: bool = False,
+        lost: bool = False,
+        released: bool = False,
+        confirmed: bool = True,
+    ) -> None:
+        """Forget finished messages: free their room; give the limit budget back when unhandled.
+        ``released`` messages count in ``released`` only when ``confirmed`` by the broker."""
+        k = len(msgs)
+        with self.lock:
+            self.outstanding -= k
+            unhandled = skipped or released or (lost and not handled)
+            self.give_back_locked(k, k if unhandled else 0)
+            if skipped:
+                self.stats.skipped += k
+            if lost:
+                self.stats.lost += k
+            if released and confirmed:
+                self.stats.released += k
+            lease = unit.lease
+            if lease is not None:
+                left = lease.outstanding.get(unit.pid, 0) - k
+                lease.outstanding[unit.pid] = left
+                if all(v <= 0 for v in lease.outstanding.values()):
+                    self.leases.pop(lease.lease_id, None)
+            self.last_activity = time.monotonic()
+            if self.limit is not None and self.stats.handled >= self.limit:
+                self.request_stop_locked("limit")
