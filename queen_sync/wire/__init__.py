@@ -1,0 +1,1 @@
+"""The wire layer: one function per broker route, every reply checked."""
