@@ -5,7 +5,10 @@ commit everything through ``/streams/v1/cycle``.
 Threads: one pop thread (long polls for the group ``streams.<query_id>``), a pool of
 ``max_partitions`` cycle workers, and, for a window with ``idle_flush_ms > 0``, a flush
 thread. A partition's cycles and its idle flush take the partition's lock, so they never
-run at the same time (0.15's runtime races there).
+run at the same time (0.15's runtime races there). The idle flush only visits partitions
+idle for one interval (no batch queued, no cycle ended in it): busy partitions close their
+windows by stream time in their cycles, so a draining backlog is never split into partial
+windows by the wall clock (0.15 flushes every recent partition on every tick).
 
 Exactly once: each sink item carries a deterministic ``transactionId``
 (:func:`~queen_sync.streams.state.sink_transaction_id`); every cycle with an ack carries
@@ -93,7 +96,7 @@ class _Partition:
     """Per-partition bookkeeping: the lock shared by its cycles and flushes, its queue of
     popped batches, its name and event-time watermark."""
 
-    __slots__ = ("pid", "name", "lock", "pending", "scheduled", "touched", "watermark")
+    __slots__ = ("pid", "name", "lock", "pending", "scheduled", "touched", "last_cycle", "watermark")
 
     def __init__(self, pid: str, name: Optional[str]) -> None:
         self.pid = pid
@@ -101,7 +104,8 @@ class _Partition:
         self.lock = threading.Lock()
         self.pending: Deque[Dict[str, Any]] = deque()
         self.scheduled = False
-        self.touched = 0.0
+        self.touched = 0.0  # time.monotonic() of the last batch queued
+        self.last_cycle = 0.0  # time.monotonic() at the end of the last cycle
         self.watermark: Optional[float] = None
 
 
@@ -402,7 +406,10 @@ class StreamRunner:
                     self._release(g)
                 else:
                     with p.lock:
-                        self._cycle(p, g)
+                        try:
+                            self._cycle(p, g)
+                        finally:
+                            p.last_cycle = time.monotonic()
             except BaseException as err:  # never lose the inflight count
                 self._report(err, {"phase": "cycle", "partition": p.pid})
             finally:
@@ -513,14 +520,21 @@ class StreamRunner:
     def _flush_loop(self, interval_ms: int) -> None:
         while not self._stop_event.wait(interval_ms / 1000.0):
             try:
-                self._flush_tick()
+                self._flush_tick(interval_ms)
             except Exception as err:  # pragma: no cover - _flush_partition reports its own
                 self._report(err, {"phase": "flush-tick"})
 
-    def _flush_tick(self) -> None:
-        cutoff = time.monotonic() - _RECENT_MILLIS / 1000.0
+    def _flush_tick(self, interval_ms: int) -> None:
+        # only idle partitions: a partition with batches in flight, or a cycle less than one
+        # interval ago, closes its windows by stream time in its cycles (flushing it by the
+        # wall clock while a backlog drains would split its windows)
+        now = time.monotonic()
+        cutoff = now - _RECENT_MILLIS / 1000.0
+        idle_since = now - interval_ms / 1000.0
         with self._lock:
-            parts = [p for p in self._partitions.values() if p.touched >= cutoff]
+            parts = [p for p in self._partitions.values()
+                     if p.touched >= cutoff and not p.pending and not p.scheduled
+                     and p.touched <= idle_since and p.last_cycle <= idle_since]
         for p in parts:
             if self._stop_event.is_set():
                 return
