@@ -431,7 +431,7 @@ class StreamRunner:
     def _cycle(self, p: _Partition, g: Dict[str, Any]) -> None:
         plan = self._plan
         try:
-            loaded = (wire.get_state(self._requester, query_id=self._server_id, partition_id=p.pid, query=self._query)
+            loaded = (wire.get_state(self._requester, query_id=self._server_id or "", partition_id=p.pid, query=self._query)
                       if needs_state(plan) else {})
             work = process_batch(plan, self._query, p.pid, p.name, g["lease"], g["messages"], loaded, _now_ms(),
                                  p.watermark)
