@@ -114,6 +114,15 @@ def test_window_post_map_context():
     assert isinstance(ctx["windowStart"], int) and ctx["windowKey"] == "2026-12-01T08:50:00.000Z"
 
 
+def test_post_map_returning_none_is_filtered_out():
+    # the official alerting pattern: map to an alert or None, then drop the Nones
+    plan = (Stream.from_(Q("s")).window_tumbling(seconds=1).reduce(lambda a, v: a + v, 0)
+            .map(lambda total, ctx: {"alert": total} if total > 10 else None).filter(lambda v: v is not None)
+            .to(Q("o")).compile())
+    w = _run(plan, [msg(1, T0, 5), msg(2, T0 + 1000, 20), msg(3, T0 + 2000, 0)])
+    assert [it["payload"] for it in w.push_items] == [{"alert": 20}]
+
+
 def test_foreach_effects_get_value_and_ctx():
     plan = Stream.from_(Q("s")).map(lambda m: m["data"]).foreach(lambda v: None).compile()
     w = _run(plan, [msg(1, T0, {"a": 1})])

@@ -104,15 +104,15 @@ def _post(plan: Any, e: WindowEmit, partition_name: Optional[str], partition_id:
             kind = op.kind
             nxt = []
             for v in values:
+                # a None result stays None (0.15 puts the input back instead, which breaks
+                # its own map -> None -> filter(lambda v: v is not None) alerting example)
                 if kind == "map":
-                    out = op.fn(v, ctx)
-                    nxt.append(out if out is not None else v)
+                    nxt.append(op.fn(v, ctx))
                 elif kind == "filter":
                     if op.fn(v, ctx):
                         nxt.append(v)
                 else:
-                    for o in op.expand(v, ctx):
-                        nxt.append(o if o is not None else v)
+                    nxt.extend(op.expand(v, ctx))
             values = nxt
     return values
 

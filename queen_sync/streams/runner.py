@@ -391,8 +391,9 @@ class StreamRunner:
             assert self._pool is not None
             try:
                 self._pool.submit(self._drain, p)
-            except RuntimeError:  # pool shut down by a stop racing this pop
-                self._drain(p)
+            except RuntimeError:  # pool shut down (a stop racing this pop, or interpreter exit)
+                self._request_stop(self._stop_reason or "stopped")
+                self._drain(p)  # stopping: releases the batch
 
     def _drain(self, p: _Partition) -> None:
         while True:
