@@ -99,6 +99,11 @@ def test_sink_transaction_ids_are_deterministic_and_distinct():
     assert ids == [it["transactionId"] for it in b.push_items]
     assert len(set(ids)) == 4
     assert sink_transaction_id("q", "x", 0) != sink_transaction_id("q2", "x", 0)
+    import hashlib
+    import uuid
+
+    digest = hashlib.sha256("q\x1ex\x1e0".encode()).digest()
+    assert sink_transaction_id("q", "x", 0) == str(uuid.UUID(bytes=digest[:16], version=5))
     assert sink_transaction_id("q", "x", 0) != sink_transaction_id("q", "x", 1)
 
 

@@ -161,18 +161,20 @@ def evaluate_gate(
     let through, the per-key state dicts, and the keys (in first-allow order) whose state
     must be persisted. A gate function that raises propagates (nothing is committed)."""
     live: Dict[str, Any] = {}
+    contexts: Dict[str, GateContext] = {}  # one per key: same state dict, same stream time
     touched: List[str] = []
     seen = set()
     allowed = 0
     for r in records:
         key = r.key
-        st = live.get(key)
-        if st is None:
+        ctx = contexts.get(key)
+        if ctx is None:
             st = _clone(loaded.get(key)) if key in loaded else {}
             if not isinstance(st, dict):
                 st = {}
             live[key] = st
-        if not gate.allows(r.value, GateContext(st, stream_time_ms, partition_id, partition, key)):
+            ctx = contexts[key] = GateContext(st, stream_time_ms, partition_id, partition, key)
+        if not gate.allows(r.value, ctx):
             break
         allowed += 1
         if key not in seen:

@@ -170,8 +170,11 @@ class ReduceOperator:
         return acc
 
 
+_NUMBER_TYPES = (int, float)
+
+
 def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return type(v) in _NUMBER_TYPES or (isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
 class AggregateOperator(ReduceOperator):
@@ -215,19 +218,20 @@ class AggregateOperator(ReduceOperator):
         nxt = dict(acc) if isinstance(acc, dict) else {}
         for name, ex in self._fields:
             v = ex(value)
+            num = type(v) in _NUMBER_TYPES or _num(v)
             if name == "count":
-                nxt["count"] = nxt.get("count", 0) + (v if _num(v) else 1)
-            elif name in ("min", "max"):
-                if _num(v):
+                nxt["count"] = nxt.get("count", 0) + (v if num else 1)
+            elif name == "min" or name == "max":
+                if num:
                     cur = nxt.get(name)
                     nxt[name] = v if cur is None else (min(cur, v) if name == "min" else max(cur, v))
             elif name == "avg":
-                if _num(v):
+                if num:
                     nxt["__avg_sum"] = nxt.get("__avg_sum", 0) + v
                     nxt["__avg_count"] = nxt.get("__avg_count", 0) + 1
                     nxt["avg"] = nxt["__avg_sum"] / nxt["__avg_count"]
             else:
-                nxt[name] = nxt.get(name, 0) + (v if _num(v) else 0)
+                nxt[name] = nxt.get(name, 0) + (v if num else 0)
         return nxt
 
 

@@ -119,13 +119,14 @@ def _post(plan: Any, e: WindowEmit, partition_name: Optional[str], partition_id:
 
 def _emit(plan: Any, work: CycleWork, query: str, emits: List[WindowEmit], partition_name: Optional[str], partition_id: str) -> None:
     sink = plan.sink
+    items = work.push_items
     for e in emits:
-        values = _post(plan, e, partition_name, partition_id)
+        values = _post(plan, e, partition_name, partition_id) if plan.post else [e.value]
         if sink is None:
             continue
         if sink.kind == "sink":
             for i, v in enumerate(values):
-                work.push_items.append(sink.item(v, partition_name, sink_transaction_id(query, e.basis, i)))
+                items.append(sink.item(v, partition_name, sink_transaction_id(query, e.basis, i)))
         else:
             ctx = _ctx(e, partition_name, partition_id)
             for v in values:
@@ -166,7 +167,10 @@ def process_batch(
     User callables that raise propagate (the runner abandons the cycle).
     """
     work = CycleWork()
-    ordered = sorted(messages, key=lambda m: (parse_iso_ms(m.get("createdAt")) or 0, str(m.get("id") or "")))
+    # the partition's order as popped (its cursor order): the ack of the last one then covers
+    # exactly the batch (0.15 re-sorts by createdAt first, so a createdAt out of cursor order
+    # would make it ack a message before the end of the batch and get the rest again)
+    ordered = messages
     records = _pre(plan, ordered, partition_id)
     last = ordered[-1]
     if plan.gate is not None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-import uuid
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
+from functools import lru_cache
 from typing import Any, Dict, Optional
 
 __all__ = [
@@ -38,10 +38,19 @@ _ISO = re.compile(
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
+@lru_cache(maxsize=4096)  # many records share a window start
 def to_iso_ms(ms: int) -> str:
     """Epoch ms -> ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (always three fraction digits, UTC)."""
     dt = datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+
+@lru_cache(maxsize=256)
+def _day_ms(day: str) -> int:
+    return (date(int(day[0:4]), int(day[5:7]), int(day[8:10])).toordinal() - _EPOCH_ORDINAL) * 86400000
 
 
 def parse_iso_ms(text: Any) -> Optional[int]:
@@ -49,6 +58,15 @@ def parse_iso_ms(text: Any) -> Optional[int]:
     ms, truncated, computed exactly (no float rounding); None when it is not one."""
     if not isinstance(text, str):
         return None
+    # fast path: the broker's own form, YYYY-MM-DDTHH:MM:SS.f...Z
+    if len(text) >= 21 and text[-1] == "Z" and text[10] == "T" and text[19] == "." and text[4] == "-":
+        try:
+            frac = text[20:-1]
+            if frac.isdigit() and text[11:13].isdigit() and text[14:16].isdigit() and text[17:19].isdigit():
+                return (_day_ms(text[:10]) + int(text[11:13]) * 3600000 + int(text[14:16]) * 60000
+                        + int(text[17:19]) * 1000 + int(frac[:3].ljust(3, "0")))
+        except ValueError:
+            pass
     m = _ISO.match(text)
     if m is None:
         return None
@@ -97,5 +115,6 @@ def sink_transaction_id(query: str, basis: str, index: int) -> str:
     the identity of what produced it (``basis``: the source message, or the window instance)
     and its emit index. The same result always gets the same id, so the broker answers a
     push that lands twice with ``duplicate`` (dedup is per sink partition and id)."""
-    digest = hashlib.sha256(("%s\x1e%s\x1e%d" % (query, basis, index)).encode("utf-8")).digest()
-    return str(uuid.UUID(bytes=digest[:16], version=5))
+    h = hashlib.sha256(("%s\x1e%s\x1e%d" % (query, basis, index)).encode("utf-8")).hexdigest()
+    # the first 16 bytes as a version-5 / RFC 4122 variant UUID (str(uuid.UUID(bytes=..., version=5)))
+    return "%s-%s-5%s-%s%s-%s" % (h[0:8], h[8:12], h[13:16], "89ab"[int(h[16], 16) & 3], h[17:20], h[20:32])
