@@ -144,6 +144,19 @@ def test_gate_fifo_with_lease_expiry():
     assert partial  # denials ended cycles with a partial ack that kept the lease
 
 
+def test_stop_releases_a_gates_denied_messages():
+    broker = FakeBroker(lease_seconds=60)
+    for i in range(5):
+        broker.push("A", {"seq": i})
+    r = (Stream.from_(FakeSource(broker)).gate(token_bucket_gate(capacity=2, refill_per_sec=0.001))
+         .to({"queueName": "out"}).run("q5b", batch_size=10, max_wait_millis=10))
+    wait_for(lambda: r.metrics()["gateAllowsTotal"] == 2, what="two allowed")
+    assert broker.parts["A"].lease is not None  # the denied three wait under the lease
+    assert r.stop(5000)
+    assert r.metrics()["releasedTotal"] == 3
+    assert broker.parts["A"].lease is None and broker.parts["A"].cursor == 2
+
+
 def test_stop_releases_queued_batches_and_restart_resumes_exactly():
     broker = FakeBroker()
     _feed_windows(broker, partitions=("A",), windows=4, per_window=5)  # 21 messages

@@ -96,7 +96,7 @@ class _Partition:
     """Per-partition bookkeeping: the lock shared by its cycles and flushes, its queue of
     popped batches, its name and event-time watermark."""
 
-    __slots__ = ("pid", "name", "lock", "pending", "scheduled", "touched", "last_cycle", "watermark")
+    __slots__ = ("pid", "name", "lock", "pending", "scheduled", "touched", "last_cycle", "watermark", "held")
 
     def __init__(self, pid: str, name: Optional[str]) -> None:
         self.pid = pid
@@ -107,6 +107,8 @@ class _Partition:
         self.touched = 0.0  # time.monotonic() of the last batch queued
         self.last_cycle = 0.0  # time.monotonic() at the end of the last cycle
         self.watermark: Optional[float] = None
+        #: a gate's denied messages still under our lease (released on stop)
+        self.held: Optional[Dict[str, Any]] = None
 
 
 _REGISTRY: "weakref.WeakSet[StreamRunner]" = weakref.WeakSet()
@@ -239,9 +241,10 @@ class StreamRunner:
 
     def stop(self, timeout_millis: int = 10000) -> bool:
         """Stop, waiting at most ``timeout_millis`` ms: no new pops; the cycle in flight
-        finishes (committed or abandoned, never half-applied); popped batches not started
-        are released (``ack`` status ``retry``: redelivered at once); open windows stay in
-        the broker's state. Returns True when every thread ended in time. Idempotent."""
+        finishes (committed or abandoned, never half-applied); popped batches not started,
+        and a gate's denied messages still under the lease, are released (``ack`` status
+        ``retry``: redelivered at once); open windows stay in the broker's state. Returns
+        True when every thread ended in time. Idempotent."""
         _pos_int("timeout_millis", timeout_millis, 0)
         self._request_stop("stopped")
         if self._pid != os.getpid() or not self._started:
@@ -263,6 +266,7 @@ class StreamRunner:
                 self._idle.wait(left)
         if self._pool is not None:
             self._pool.shutdown(wait=False)
+        self._release_held()
         if ok:
             self._stopped_event.set()
         return ok
@@ -418,19 +422,32 @@ class StreamRunner:
                     self._inflight -= 1
                     self._idle.notify_all()
 
+    def _release_held(self) -> None:
+        with self._lock:
+            held = [p for p in self._partitions.values() if p.held is not None]
+        for p in held:
+            if p.lock.acquire(timeout=0.5):
+                try:
+                    g, p.held = p.held, None
+                    if g is not None:
+                        self._release(g)
+                finally:
+                    p.lock.release()
+
     def _release(self, g: Dict[str, Any]) -> None:
         try:
             ctx = {"group": g["group"]} if g["group"] else None
             self._client.ack(g["messages"], "retry", ctx)
             self._count(releasedTotal=len(g["messages"]))
-        except Exception as err:
-            _log.warning("stream query %r: could not release %d messages of partition %s (they come back when "
-                         "their lease expires): %s", self._query, len(g["messages"]), g["pid"], err)
+        except Exception as err:  # e.g. the lease expired meanwhile: they come back anyway
+            _log.info("stream query %r: could not release %d messages of partition %s (they come back when "
+                      "their lease expires): %s", self._query, len(g["messages"]), g["pid"], err)
 
     # cycles ----------------------------------------------------------------------------
 
     def _cycle(self, p: _Partition, g: Dict[str, Any]) -> None:
         plan = self._plan
+        p.held = None  # a new batch of this partition: the previous lease is gone
         try:
             loaded = (wire.get_state(self._requester, query_id=self._server_id or "", partition_id=p.pid, query=self._query)
                       if needs_state(plan) else {})
@@ -445,6 +462,7 @@ class StreamRunner:
             self._count(lateEventsTotal=work.late)
         if not work.commit:  # a gate denied the batch's first message: it waits for its lease
             self._count(gateDenialsTotal=work.gate_denials, cyclesTotal=1)
+            p.held = g
             return
         if not self._effects(work, p):
             return
@@ -460,6 +478,8 @@ class StreamRunner:
             s["lastCycleAt"] = _now_iso()
         if outcome == "committed" and work.watermark is not None:
             p.watermark = work.watermark
+        if outcome == "committed" and not work.release_lease:
+            p.held = dict(g, messages=g["messages"][work.acked:])
 
     def _effects(self, work: CycleWork, p: _Partition) -> bool:
         if not work.effects:
