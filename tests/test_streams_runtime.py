@@ -231,6 +231,22 @@ def test_user_errors_are_reported_and_the_batch_is_not_committed():
     assert not [b for path, b in broker.calls if path == "/streams/v1/cycle"]
 
 
+def test_stop_from_inside_a_user_function_does_not_deadlock():
+    broker = FakeBroker()
+    holder = {}
+
+    def fn(m):
+        holder["stopped"] = holder["runner"].stop(5000)
+        return m["data"]
+
+    r = Stream.from_(FakeSource(broker)).map(fn).to({"queueName": "o"}).run("q11", max_wait_millis=10)
+    holder["runner"] = r
+    broker.push("A", {"x": 1})  # only now: fn needs holder["runner"]
+    wait_for(lambda: "stopped" in holder, what="the map to run")
+    assert holder["stopped"] is False and r.join(5000) and not r.is_running
+    assert broker.sink_payloads() == [{"x": 1}]  # the cycle in flight still committed
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
 def test_forked_child_sees_the_runner_stopped():
     broker = FakeBroker()

@@ -164,6 +164,7 @@ class StreamRunner:
         self._idle = threading.Condition(self._lock)
         self._stop_event = threading.Event()
         self._stopped_event = threading.Event()
+        self._local = threading.local()  # .worker: this thread runs this runner's cycles
         self._started = False
         self._stop_reason: Optional[str] = None
         self._partitions: Dict[str, _Partition] = {}
@@ -244,12 +245,16 @@ class StreamRunner:
         finishes (committed or abandoned, never half-applied); popped batches not started,
         and a gate's denied messages still under the lease, are released (``ack`` status
         ``retry``: redelivered at once); open windows stay in the broker's state. Returns
-        True when every thread ended in time. Idempotent."""
+        True when every thread ended in time (False at once when called from a user
+        function running in one of this runner's cycles: the stop is requested, and that
+        cycle ends after the function returns). Idempotent."""
         _pos_int("timeout_millis", timeout_millis, 0)
         self._request_stop("stopped")
         if self._pid != os.getpid() or not self._started:
             self._stopped_event.set()
             return True
+        if getattr(self._local, "worker", False):
+            return False  # called from a user function in a cycle: that cycle cannot be waited for here
         deadline = time.monotonic() + timeout_millis / 1000.0
         ok = True
         for th in self._threads:
@@ -400,6 +405,7 @@ class StreamRunner:
                 self._drain(p)  # stopping: releases the batch
 
     def _drain(self, p: _Partition) -> None:
+        self._local.worker = True
         while True:
             with self._lock:
                 if not p.pending:
@@ -539,6 +545,7 @@ class StreamRunner:
     # idle flush ------------------------------------------------------------------------
 
     def _flush_loop(self, interval_ms: int) -> None:
+        self._local.worker = True
         while not self._stop_event.wait(interval_ms / 1000.0):
             try:
                 self._flush_tick(interval_ms)
