@@ -290,14 +290,16 @@ class SinkOperator:
 
     def item(self, value: Any, source_partition: Optional[str], transaction_id: str) -> Dict[str, Any]:
         """One cycle push item for ``value``."""
-        if callable(self.partition):
-            part = str(self.partition(value))
-        elif isinstance(self.partition, str):
-            part = self.partition
-        else:
+        resolver = self.partition
+        if resolver is None:
             part = source_partition or "Default"
-        payload = value if isinstance(value, dict) else {"value": value}
-        return {"queue": self.queue_name, "partition": part, "payload": payload, "transactionId": transaction_id}
+        elif isinstance(resolver, str):
+            part = resolver
+        else:
+            part = str(resolver(value))
+        return {"queue": self.queue_name, "partition": part,
+                "payload": value if type(value) is dict or isinstance(value, dict) else {"value": value},
+                "transactionId": transaction_id}
 
 
 class ForeachOperator:

@@ -17,7 +17,7 @@ batch; the idle flush uses the wall clock (or the watermark in event-time mode).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -243,18 +243,20 @@ class WindowEntry:
     source_id: str
 
 
-@dataclass
 class WindowEmit:
-    """A closed window: key, bounds, ISO start, the result value and ``basis`` (the identity
-    of this window instance, for the sink ``transactionId``)."""
+    """A result to emit: key, window bounds (None outside windows), ISO start, the value and
+    ``basis`` (the identity of what produced it: the window instance or the source record,
+    for the sink ``transactionId``)."""
 
-    key: Any
-    start: Any
-    end: Any
-    window_key: Optional[str]
-    value: Any
-    basis: str
-    extra: Dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("key", "start", "end", "window_key", "value", "basis")
+
+    def __init__(self, key: Any, start: Any, end: Any, window_key: Optional[str], value: Any, basis: str) -> None:
+        self.key = key
+        self.start = start
+        self.end = end
+        self.window_key = window_key
+        self.value = value
+        self.basis = basis
 
 
 def _is_num(v: Any) -> bool:
