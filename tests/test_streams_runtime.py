@@ -120,7 +120,7 @@ def test_idle_flush_and_cycles_never_overlap_on_a_partition():
 def test_idle_flush_waits_for_the_backlog_each_window_once():
     broker = FakeBroker()
     _backlog(broker)
-    runner = _sum_pipeline(FakeSource(broker), seconds=1, idle_flush_ms=1000).run("q4b", batch_size=3,
+    runner = _sum_pipeline(FakeSource(broker), seconds=1, idle_flush_ms=1500).run("q4b", batch_size=3,
                                                                                   max_wait_millis=5)
     with runner:
         wait_for(lambda: sum(p["count"] for p in broker.sink_payloads()) == 40, timeout_s=20, what="all flushed")
