@@ -16,6 +16,7 @@ from .admin import Admin
 from .client import Queen
 from .dlq import DLQBuilder
 from .tracing import Message
+from .streams import Stream
 from .errors import (
     AckError,
     AuthenticationError,
@@ -45,6 +46,7 @@ __all__ = [
     "Admin",
     "DLQBuilder",
     "Message",
+    "Stream",
     "codec_backend",
     "QueenError",
     "InvalidInputError",

@@ -24,6 +24,7 @@ from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, Consumer, in_consumer_threa
 from .errors import InvalidInputError
 from .producer import DEFAULT_CLOSE_TIMEOUT_MILLIS, BufferManager
 from .queues import QueueBuilder
+from .streams.runner import stop_runners_for
 from .transactions import TransactionBuilder
 from .transport import DEFAULT_POOL_MAXSIZE, Backoff, Response, Transport
 
@@ -228,7 +229,9 @@ class Queen:
         ``retry``) while the transport is still open. A handler still running at the close
         deadline is abandoned: its ack (and the release of the messages of its partition
         queued behind it) fails once the transport is closed, and the broker redelivers
-        those messages when their lease expires. (2) Buffered pushes are flushed with the
+        those messages when their lease expires. Meanwhile every stream runner of this
+        client (:meth:`queen_sync.streams.Stream.run`) stops the same way: the cycle in
+        flight finishes, popped but unprocessed messages are released. (2) Buffered pushes are flushed with the
         time left, at least :data:`MIN_CLOSE_FLUSH_MILLIS` (250 ms). (3) The connections are
         closed. So close() returns within ``timeout_millis`` + 250 ms (plus the time a
         send already under way needs to give up).
@@ -282,6 +285,8 @@ class Queen:
         a ``time.monotonic()`` value)."""
         unsent = 0
         try:
+            # stream runners stop while the consumers drain (both still have the transport)
+            stop_runners_for(self._session, int(max(0.0, deadline - time.monotonic()) * 1000.0))
             wait_consumers()
         finally:
             with self._close_lock:

@@ -15,7 +15,10 @@ Every exception this package raises on purpose derives from :class:`QueenError`:
         │   └── RouteNotFoundError    404: the broker has no such route
         ├── AckError             an ack / nack the broker refused (per-item verdicts)
         ├── LeaseError           a lease renewal the broker refused
-        └── TransactionError     a transaction the broker rejected (rolled back)
+        ├── TransactionError     a transaction the broker rejected (rolled back)
+        └── StreamsError         a streams route refused (register, cycle, state read)
+            ├── StreamsConfigHashError   the query exists with another operator chain
+            └── StreamsCycleError        a cycle the broker rolled back (``lease_refused``)
 
 A Queen 0.15 broker answers most failures with HTTP 200 and ``success: false`` or an
 ``error`` key in the body; those become :class:`BrokerError` subclasses too.
@@ -40,6 +43,9 @@ __all__ = [
     "AckError",
     "LeaseError",
     "TransactionError",
+    "StreamsError",
+    "StreamsConfigHashError",
+    "StreamsCycleError",
 ]
 
 
@@ -160,3 +166,43 @@ class TransactionError(BrokerError):
         super().__init__(message, **kw)
         self.result = result
         self.maybe_committed = maybe_committed
+
+
+class StreamsError(BrokerError):
+    """A ``/streams/v1/*`` route refused the request (a 0.15 broker says HTTP 200 and
+    ``success: false``), or a stream runner could not start.
+
+    Attributes:
+        query: the query name (``query_id`` given to ``Stream.run``), when known.
+    """
+
+    def __init__(self, message: str, *, query: Optional[str] = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.query = query
+
+
+class StreamsConfigHashError(StreamsError):
+    """The query is registered with another operator chain (config hash) and ``reset`` was
+    not asked for: nothing was changed and nothing started. Remedy: ``run(..., reset=True)``
+    (wipes the query's state; the source cursor is kept) or a new ``query_id``.
+
+    Attributes:
+        config_hash: the hash this client sent.
+    """
+
+    def __init__(self, message: str, *, config_hash: Optional[str] = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.config_hash = config_hash
+
+
+class StreamsCycleError(StreamsError):
+    """The broker rolled a cycle back: none of its state ops, sink pushes or ack was applied.
+
+    Attributes:
+        lease_refused: True when the ack's lease was refused (``Invalid or expired lease``):
+            after a resend this means the first copy may have committed.
+    """
+
+    @property
+    def lease_refused(self) -> bool:
+        return isinstance(self.error, str) and "Invalid or expired lease" in self.error

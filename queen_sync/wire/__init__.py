@@ -25,6 +25,8 @@ Modules, by route family:
   subscription, seek).
 - :mod:`~queen_sync.wire.traces`: record and read traces.
 - :mod:`~queen_sync.wire.dlq`: the dead-letter read.
+- :mod:`~queen_sync.wire.streams`: the three Streams routes (register a query, one cycle,
+  state read).
 
 Shared helpers (:mod:`queen_sync.wire._base`), stable for new route modules of this package:
 

@@ -1,0 +1,183 @@
+"""Gates: per-record allow / deny decisions with state kept in the broker, and the two
+rate-limiter factories of the official SDK.
+
+A gate function ``fn(value, ctx)`` returns True (or ``{"allow": True}``) to pass the record
+on, False to stop the batch there. ``ctx.state`` is the mutable state dict of the record's
+key (default key: the source partition id), persisted when the key let a record through;
+``ctx.stream_time_ms`` (alias ``streamTimeMs``) is the cycle's wall clock in epoch ms. The
+records before the first denial are committed (their source messages acked, the lease
+kept); the denied record and everything after it stay unacked and come back, in order
+(FIFO), when the lease expires.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..errors import InvalidInputError
+
+__all__ = ["GateContext", "token_bucket_gate", "sliding_window_gate", "evaluate_gate"]
+
+
+class GateContext:
+    """What a gate function gets as ``ctx``: ``state`` (dict, mutate it), ``stream_time_ms``,
+    ``partition_id``, ``partition`` (name), ``key``; camelCase aliases ``streamTimeMs`` and
+    ``partitionId``."""
+
+    __slots__ = ("state", "stream_time_ms", "partition_id", "partition", "key", "streamTimeMs", "partitionId")
+
+    def __init__(self, state: Dict[str, Any], stream_time_ms: int, partition_id: str, partition: Optional[str], key: str) -> None:
+        self.state = state
+        self.stream_time_ms = stream_time_ms
+        self.partition_id = partition_id
+        self.partition = partition
+        self.key = key
+        self.streamTimeMs = stream_time_ms
+        self.partitionId = partition_id
+
+    def __repr__(self) -> str:
+        return "GateContext(key=%r, partition=%r, stream_time_ms=%r, state=%r)" % (
+            self.key, self.partition, self.stream_time_ms, self.state)
+
+
+def _positive(name: str, x: Any) -> None:
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x) or x <= 0:
+        raise InvalidInputError("%s must be a positive number, got %r" % (name, x))
+
+
+def _cost(cost_fn: Callable[[Any], Any], value: Any) -> float:
+    c = cost_fn(value)
+    if not isinstance(c, (int, float)) or isinstance(c, bool) or not math.isfinite(c) or c < 0:
+        return 1
+    return c
+
+
+def _one(_value: Any) -> int:
+    return 1
+
+
+def token_bucket_gate(
+    capacity: float,
+    refill_per_sec: float,
+    cost_fn: Callable[[Any], Any] = _one,
+    allow_zero_cost: bool = True,
+) -> Callable[[Any, GateContext], bool]:
+    """A token-bucket gate for ``Stream.gate``: ``capacity`` tokens, refilled at
+    ``refill_per_sec`` tokens per **second** of stream time; a record costs ``cost_fn(value)``
+    tokens (default 1; a non-number or negative cost counts 1; cost 0 passes when
+    ``allow_zero_cost``). State per key: ``tokens``, ``lastRefillAt`` (epoch ms),
+    ``allowedTotal``, ``consumedTotal``. Max sustained rate per partition:
+    ``min(refill_per_sec, capacity / lease seconds)``.
+
+    Raises:
+        InvalidInputError: a non-positive capacity / refill rate or a non-callable cost_fn.
+    """
+    _positive("token_bucket_gate capacity", capacity)
+    _positive("token_bucket_gate refill_per_sec", refill_per_sec)
+    if not callable(cost_fn):
+        raise InvalidInputError("token_bucket_gate cost_fn must be callable")
+
+    def token_bucket(value: Any, ctx: GateContext) -> bool:
+        now = ctx.stream_time_ms
+        st = ctx.state
+        if not isinstance(st.get("tokens"), (int, float)):
+            st["tokens"] = capacity
+        if not isinstance(st.get("lastRefillAt"), (int, float)):
+            st["lastRefillAt"] = now
+        elapsed = max(0.0, (now - st["lastRefillAt"]) / 1000.0)
+        st["tokens"] = min(capacity, st["tokens"] + elapsed * refill_per_sec)
+        st["lastRefillAt"] = now
+        cost = _cost(cost_fn, value)
+        if cost == 0:
+            return allow_zero_cost
+        if st["tokens"] >= cost:
+            st["tokens"] -= cost
+            st["allowedTotal"] = st.get("allowedTotal", 0) + 1
+            st["consumedTotal"] = st.get("consumedTotal", 0) + cost
+            return True
+        return False
+
+    return token_bucket
+
+
+def sliding_window_gate(
+    limit: float,
+    window_sec: float,
+    cost_fn: Callable[[Any], Any] = _one,
+) -> Callable[[Any, GateContext], bool]:
+    """A gate allowing about ``limit`` cost units per ``window_sec`` **seconds**: the
+    two-bucket approximation of the official SDK (previous bucket weighted by the part of it
+    still inside the window, plus the current one). State per key: ``window`` (bucket
+    number), ``currentCount``, ``previousCount``.
+
+    Raises:
+        InvalidInputError: a non-positive limit or window, or a non-callable cost_fn.
+    """
+    _positive("sliding_window_gate limit", limit)
+    _positive("sliding_window_gate window_sec", window_sec)
+    if not callable(cost_fn):
+        raise InvalidInputError("sliding_window_gate cost_fn must be callable")
+    window_ms = window_sec * 1000
+
+    def sliding_window(value: Any, ctx: GateContext) -> bool:
+        now = ctx.stream_time_ms
+        st = ctx.state
+        current = math.floor(now / window_ms)
+        elapsed = (now % window_ms) / window_ms
+        if st.get("window") != current:
+            st["previousCount"] = st.get("currentCount", 0) if st.get("window") == current - 1 else 0
+            st["currentCount"] = 0
+            st["window"] = current
+        estimated = (st.get("previousCount", 0) or 0) * (1 - elapsed) + (st.get("currentCount", 0) or 0)
+        cost = _cost(cost_fn, value)
+        if estimated + cost <= limit:
+            st["currentCount"] = st.get("currentCount", 0) + cost
+            return True
+        return False
+
+    return sliding_window
+
+
+def _clone(v: Any) -> Any:
+    if v is None:
+        return {}
+    if not isinstance(v, (dict, list)):
+        return v
+    return copy.deepcopy(v)
+
+
+def evaluate_gate(
+    gate: Any,
+    records: List[Any],
+    loaded: Dict[str, Any],
+    stream_time_ms: int,
+    partition_id: str,
+    partition: Optional[str],
+) -> Tuple[int, Dict[str, Any], List[str]]:
+    """Run the gate over ``records`` (each with ``.key`` and ``.value``) in order, stopping at
+    the first denial. Returns ``(allowed, live_state, touched_keys)``: the number of records
+    let through, the per-key state dicts, and the keys (in first-allow order) whose state
+    must be persisted. A gate function that raises propagates (nothing is committed)."""
+    live: Dict[str, Any] = {}
+    contexts: Dict[str, GateContext] = {}  # one per key: same state dict, same stream time
+    touched: List[str] = []
+    seen = set()
+    allowed = 0
+    for r in records:
+        key = r.key
+        ctx = contexts.get(key)
+        if ctx is None:
+            st = _clone(loaded.get(key)) if key in loaded else {}
+            if not isinstance(st, dict):
+                st = {}
+            live[key] = st
+            ctx = contexts[key] = GateContext(st, stream_time_ms, partition_id, partition, key)
+        if not gate.allows(r.value, ctx):
+            break
+        allowed += 1
+        if key not in seen:
+            seen.add(key)
+            touched.append(key)
+    return allowed, live, touched

@@ -1,0 +1,597 @@
+"""The stream runner: background threads that pop the source, run one cycle per partition
+(in parallel across partitions, strictly in order within one), flush idle windows, and
+commit everything through ``/streams/v1/cycle``.
+
+Threads: one pop thread (long polls for the group ``streams.<query_id>``), a pool of
+``max_partitions`` cycle workers, and, for a window with ``idle_flush_ms > 0``, a flush
+thread. A partition's cycles and its idle flush take the partition's lock, so they never
+run at the same time (0.15's runtime races there). The idle flush only visits partitions
+idle for one interval (no batch queued, no cycle ended in it): busy partitions close their
+windows by stream time in their cycles, so a draining backlog is never split into partial
+windows by the wall clock (0.15 flushes every recent partition on every tick).
+
+Exactly once: each sink item carries a deterministic ``transactionId``
+(:func:`~queen_sync.streams.state.sink_transaction_id`); every cycle with an ack carries
+its lease, so the broker fences it. A cycle whose reply is lost (or that got a 5xx) is
+resent with the same body: if the first copy committed, the resend is refused for its lease
+("maybe committed"), the sink items of a second landing would be ``duplicate``, and the
+runner forgets what it knew about the partition (watermark) and re-reads state; the source
+cursor decides what comes back. No event is folded twice and no window emitted twice.
+
+Registry: every started runner is registered; :func:`stop_runners_for` stops those of a
+client (``Queen.close()`` calls it), and a forked child sees its parent's runners as
+stopped (no threads cross a fork).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Deque, Dict, List, Optional
+
+from ..errors import ClientClosedError, InvalidInputError, QueenConnectionError, QueenHTTPError, StreamsCycleError
+from ..wire import streams as wire
+from . import _binding
+from .processor import CycleWork, flush_request, needs_state, process_batch, process_flush
+
+__all__ = ["RunOptions", "StreamRunner", "stop_runners_for", "running_runners"]
+
+_log = logging.getLogger("queen_sync.streams")
+
+_RECENT_MILLIS = 5 * 60 * 1000
+_RESENDS = 4
+_EMPTY_POP_PAUSE = 0.1
+_POP_ERROR_PAUSE = 0.5
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _pos_int(name: str, v: Any, lo: int) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        raise InvalidInputError("%s must be an int >= %d, got %r" % (name, lo, v))
+    return v
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of :meth:`Stream.run`, checked."""
+
+    batch_size: int
+    max_partitions: int
+    max_wait_millis: int
+    subscription_mode: Optional[str]
+    subscription_from: Optional[str]
+    reset: bool
+    consumer_group: str
+    on_error: Optional[Callable[[BaseException, Dict[str, Any]], Any]]
+
+    @classmethod
+    def make(cls, **kw: Any) -> "RunOptions":
+        _pos_int("batch_size", kw["batch_size"], 1)
+        _pos_int("max_partitions", kw["max_partitions"], 1)
+        _pos_int("max_wait_millis", kw["max_wait_millis"], 0)
+        if kw["on_error"] is not None and not callable(kw["on_error"]):
+            raise InvalidInputError("on_error must be callable")
+        if not isinstance(kw["reset"], bool):
+            raise InvalidInputError("reset must be a bool")
+        if not isinstance(kw["consumer_group"], str) or not kw["consumer_group"]:
+            raise InvalidInputError("consumer_group must be a non-empty str")
+        return cls(**kw)
+
+
+class _Partition:
+    """Per-partition bookkeeping: the lock shared by its cycles and flushes, its queue of
+    popped batches, its name and event-time watermark."""
+
+    __slots__ = ("pid", "name", "lock", "pending", "scheduled", "touched", "last_cycle", "watermark", "held")
+
+    def __init__(self, pid: str, name: Optional[str]) -> None:
+        self.pid = pid
+        self.name = name
+        self.lock = threading.Lock()
+        self.pending: Deque[Dict[str, Any]] = deque()
+        self.scheduled = False
+        self.touched = 0.0  # time.monotonic() of the last batch queued
+        self.last_cycle = 0.0  # time.monotonic() at the end of the last cycle
+        self.watermark: Optional[float] = None
+        #: a gate's denied messages still under our lease (released on stop)
+        self.held: Optional[Dict[str, Any]] = None
+
+
+_REGISTRY: "weakref.WeakSet[StreamRunner]" = weakref.WeakSet()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def running_runners(client: Any = None) -> List["StreamRunner"]:
+    """The runners of this process still running (of ``client`` only, when given)."""
+    with _REGISTRY_LOCK:
+        runners = list(_REGISTRY)
+    owner = None if client is None else _binding.owner_of(client)
+    return [r for r in runners if r.is_running and (owner is None or r._session is owner)]
+
+
+def stop_runners_for(client: Any, timeout_millis: int) -> int:
+    """Stop every running runner of ``client`` in this process, within one deadline of
+    ``timeout_millis`` ms (the stops run in parallel). Returns how many were stopped.
+    ``Queen.close()`` calls this first."""
+    runners = running_runners(client)
+    deadline = time.monotonic() + max(0, timeout_millis) / 1000.0
+    for r in runners:
+        r._request_stop("closed")
+    for r in runners:
+        r.stop(int(max(0.0, deadline - time.monotonic()) * 1000))
+    return len(runners)
+
+
+def _after_fork_in_child() -> None:
+    with _REGISTRY_LOCK:
+        runners = list(_REGISTRY)
+    for r in runners:
+        r._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class StreamRunner:
+    """A running stream query (made by :meth:`Stream.run`).
+
+    ``stop(timeout_millis)``, ``join()``, ``is_running``, ``metrics()``; a context manager
+    (``with stream.run("q") as runner:`` stops on exit). Thread-safe.
+    """
+
+    def __init__(self, plan: Any, query: str, opts: RunOptions, *, requester: Any = None, session: Any = None) -> None:
+        self._plan = plan
+        self._query = query
+        self._opts = opts
+        self._session = session if session is not None else _binding.session_of(plan.source)
+        self._requester = requester if requester is not None else self._session
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._stop_event = threading.Event()
+        self._stopped_event = threading.Event()
+        self._local = threading.local()  # .worker: this thread runs this runner's cycles
+        self._started = False
+        self._stop_reason: Optional[str] = None
+        self._partitions: Dict[str, _Partition] = {}
+        self._inflight = 0  # batches queued or in a cycle
+        self._server_id: Optional[str] = None
+        self._threads: List[threading.Thread] = []
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._stats: Dict[str, Any] = {
+            "cyclesTotal": 0, "flushCyclesTotal": 0, "messagesTotal": 0, "pushItemsTotal": 0,
+            "stateOpsTotal": 0, "lateEventsTotal": 0, "errorsTotal": 0, "gateAllowsTotal": 0,
+            "gateDenialsTotal": 0, "lastCycleAt": None, "lastFlushAt": None, "lastError": None,
+            "duplicatePushesTotal": 0, "resendsTotal": 0, "maybeCommittedTotal": 0, "releasedTotal": 0,
+        }
+
+    def __repr__(self) -> str:
+        return "StreamRunner(query=%r, %s)" % (self._query, "running" if self.is_running else "stopped")
+
+    # lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> "StreamRunner":
+        """Register the query and start the threads (called by :meth:`Stream.run`).
+
+        Raises: StreamsConfigHashError / StreamsError / transport errors from the register.
+        """
+        if self._started:
+            return self
+        plan = self._plan
+        reg = wire.register_query(
+            self._requester, name=self._query, source_queue=plan.source_queue, config_hash=plan.config_hash,
+            sink_queue=plan.sink_queue, reset=self._opts.reset,
+        )
+        self._server_id = reg["query_id"]
+        _log.info("stream query %r registered (id %s, fresh=%s, reset=%s)", self._query, self._server_id,
+                  reg.get("fresh"), reg.get("reset"))
+        o = self._opts
+        qb = plan.source.batch(o.batch_size).wait(True).timeout_millis(o.max_wait_millis).group(o.consumer_group)
+        if o.max_partitions > 1:
+            qb = qb.partitions(o.max_partitions)
+        if o.subscription_mode is not None:
+            qb = qb.subscription_mode(o.subscription_mode)
+        if o.subscription_from is not None:
+            qb = qb.subscription_from(o.subscription_from)
+        self._pop_builder = qb
+        self._started = True
+        self._pool = ThreadPoolExecutor(max_workers=o.max_partitions, thread_name_prefix="queen-stream-%s" % self._query)
+        t = threading.Thread(target=self._pop_loop, name="queen-stream-%s-pop" % self._query, daemon=True)
+        self._threads.append(t)
+        w = plan.window
+        if w is not None and plan.reducer is not None and w.idle_flush_ms > 0:
+            f = threading.Thread(target=self._flush_loop, args=(w.idle_flush_ms,),
+                                 name="queen-stream-%s-flush" % self._query, daemon=True)
+            self._threads.append(f)
+        with _REGISTRY_LOCK:
+            _REGISTRY.add(self)
+        for th in self._threads:
+            th.start()
+        return self
+
+    @property
+    def query_id(self) -> str:
+        """The query name given to ``run()``."""
+        return self._query
+
+    @property
+    def is_running(self) -> bool:
+        """True from start until stop() (False in a forked child)."""
+        return self._started and not self._stop_event.is_set() and self._pid == os.getpid()
+
+    def _request_stop(self, reason: str) -> None:
+        with self._lock:
+            if self._stop_reason is None:
+                self._stop_reason = reason
+            self._stop_event.set()
+            self._idle.notify_all()
+
+    def stop(self, timeout_millis: int = 10000) -> bool:
+        """Stop, waiting at most ``timeout_millis`` ms: no new pops; the cycle in flight
+        finishes (committed or abandoned, never half-applied); popped batches not started,
+        and a gate's denied messages still under the lease, are released (``ack`` status
+        ``retry``: redelivered at once); open windows stay in the broker's state. Returns
+        True when every thread ended in time (False at once when called from a user
+        function running in one of this runner's cycles: the stop is requested, and that
+        cycle ends after the function returns). Idempotent."""
+        _pos_int("timeout_millis", timeout_millis, 0)
+        self._request_stop("stopped")
+        if self._pid != os.getpid() or not self._started:
+            self._stopped_event.set()
+            return True
+        if getattr(self._local, "worker", False):
+            return False  # called from a user function in a cycle: that cycle cannot be waited for here
+        deadline = time.monotonic() + timeout_millis / 1000.0
+        ok = True
+        for th in self._threads:
+            if th is threading.current_thread():
+                continue
+            th.join(max(0.0, deadline - time.monotonic()))
+            ok = ok and not th.is_alive()
+        with self._lock:
+            while self._inflight > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    ok = False
+                    break
+                self._idle.wait(left)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+        self._release_held()
+        if ok:
+            self._stopped_event.set()
+        return ok
+
+    def join(self, timeout_millis: Optional[int] = None) -> bool:
+        """Block until the runner has stopped (someone called :meth:`stop`, ``Queen.close()``
+        ran, or the client was closed); returns False if ``timeout_millis`` passed first."""
+        if self._pid != os.getpid() or not self._started:
+            return True
+        deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000.0
+        if not self._stop_event.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
+            return False
+        if self._stopped_event.is_set():
+            return True
+        left = 3600000 if deadline is None else int(max(0.0, deadline - time.monotonic()) * 1000)
+        return self.stop(left)
+
+    def __enter__(self) -> "StreamRunner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def _forked(self) -> None:
+        # the child has none of the parent's threads: this runner is simply not running here
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._stop_event.set()
+        self._stopped_event.set()
+        self._pool = None
+
+    def metrics(self) -> Dict[str, Any]:
+        """Counters with the official runtime's keys (``queryId``, ``serverQueryId``,
+        ``cyclesTotal``, ``flushCyclesTotal``, ``messagesTotal`` (source messages acked),
+        ``pushItemsTotal``, ``stateOpsTotal``, ``lateEventsTotal``, ``errorsTotal``,
+        ``gateAllowsTotal``, ``gateDenialsTotal``, ``lastCycleAt``, ``lastFlushAt``,
+        ``lastError``) plus ``duplicatePushesTotal``, ``resendsTotal``,
+        ``maybeCommittedTotal``, ``releasedTotal``, ``running``, ``stopReason``. Also after
+        stop."""
+        with self._lock:
+            out = dict(self._stats)
+            out["stopReason"] = self._stop_reason
+        out["queryId"] = self._query
+        out["serverQueryId"] = self._server_id
+        out["running"] = self.is_running
+        return out
+
+    # errors ----------------------------------------------------------------------------
+
+    def _report(self, err: BaseException, ctx: Dict[str, Any]) -> None:
+        with self._lock:
+            self._stats["errorsTotal"] += 1
+            self._stats["lastError"] = str(err) or type(err).__name__
+        _log.warning("stream query %r: %s failed%s: %s", self._query, ctx.get("phase"),
+                     " (partition %s)" % ctx["partition"] if ctx.get("partition") else "", err)
+        if self._opts.on_error is not None:
+            try:
+                self._opts.on_error(err, ctx)
+            except Exception:  # a failing hook must not kill the runner
+                _log.exception("stream query %r: on_error hook raised", self._query)
+
+    def _count(self, **deltas: int) -> None:
+        with self._lock:
+            for k, v in deltas.items():
+                self._stats[k] += v
+
+    # pop loop --------------------------------------------------------------------------
+
+    def _pop_loop(self) -> None:
+        try:
+            while not self._stop_event.is_set():
+                with self._lock:
+                    while self._inflight >= self._opts.max_partitions and not self._stop_event.is_set():
+                        self._idle.wait(0.5)
+                if self._stop_event.is_set():
+                    break
+                try:
+                    msgs = self._pop_builder.pop()
+                except ClientClosedError:
+                    self._request_stop("closed")
+                    break
+                except Exception as err:
+                    self._report(err, {"phase": "pop"})
+                    self._stop_event.wait(_POP_ERROR_PAUSE)
+                    continue
+                if not msgs:
+                    self._stop_event.wait(_EMPTY_POP_PAUSE)
+                    continue
+                groups = self._group(msgs)
+                if self._stop_event.is_set():
+                    for g in groups:
+                        self._release(g)
+                    break
+                for g in groups:
+                    self._enqueue(g)
+        except BaseException as err:  # pragma: no cover - last resort, keeps stop() bounded
+            self._report(err, {"phase": "pop"})
+            self._request_stop("crashed")
+
+    def _group(self, msgs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        groups: Dict[str, Dict[str, Any]] = {}
+        for m in msgs:
+            pid = m.get("partitionId") or "unknown"
+            g = groups.get(pid)
+            if g is None:
+                g = {"pid": pid, "name": m.get("partition"), "lease": m.get("leaseId"),
+                     "group": m.get("consumerGroup") or self._opts.consumer_group, "messages": []}
+                if g["group"] == "__QUEUE_MODE__":
+                    g["group"] = None
+                groups[pid] = g
+            g["messages"].append(m)
+        return list(groups.values())
+
+    def _enqueue(self, g: Dict[str, Any]) -> None:
+        with self._lock:
+            p = self._partitions.get(g["pid"])
+            if p is None:
+                p = self._partitions[g["pid"]] = _Partition(g["pid"], g["name"])
+            p.name = g["name"] or p.name
+            p.touched = time.monotonic()
+            p.pending.append(g)
+            self._inflight += 1
+            submit = not p.scheduled
+            p.scheduled = True
+        if submit:
+            assert self._pool is not None
+            try:
+                self._pool.submit(self._drain, p)
+            except RuntimeError:  # pool shut down (a stop racing this pop, or interpreter exit)
+                self._request_stop(self._stop_reason or "stopped")
+                self._drain(p)  # stopping: releases the batch
+
+    def _drain(self, p: _Partition) -> None:
+        self._local.worker = True
+        while True:
+            with self._lock:
+                if not p.pending:
+                    p.scheduled = False
+                    return
+                g = p.pending.popleft()
+            try:
+                if self._stop_event.is_set():
+                    self._release(g)
+                else:
+                    with p.lock:
+                        try:
+                            self._cycle(p, g)
+                        finally:
+                            p.last_cycle = time.monotonic()
+            except BaseException as err:  # never lose the inflight count
+                self._report(err, {"phase": "cycle", "partition": p.pid})
+            finally:
+                with self._lock:
+                    self._inflight -= 1
+                    self._idle.notify_all()
+
+    def _release_held(self) -> None:
+        with self._lock:
+            held = [p for p in self._partitions.values() if p.held is not None]
+        for p in held:
+            if p.lock.acquire(timeout=0.5):
+                try:
+                    g, p.held = p.held, None
+                    if g is not None:
+                        self._release(g)
+                finally:
+                    p.lock.release()
+
+    def _release(self, g: Dict[str, Any]) -> None:
+        try:
+            ctx = {"group": g["group"]} if g["group"] else None
+            _binding.release(self._session, g["messages"], ctx)
+            self._count(releasedTotal=len(g["messages"]))
+        except Exception as err:  # e.g. the lease expired meanwhile: they come back anyway
+            _log.info("stream query %r: could not release %d messages of partition %s (they come back when "
+                      "their lease expires): %s", self._query, len(g["messages"]), g["pid"], err)
+
+    # cycles ----------------------------------------------------------------------------
+
+    def _cycle(self, p: _Partition, g: Dict[str, Any]) -> None:
+        plan = self._plan
+        p.held = None  # a new batch of this partition: the previous lease is gone
+        try:
+            loaded = (wire.get_state(self._requester, query_id=self._server_id or "", partition_id=p.pid, query=self._query)
+                      if needs_state(plan) else {})
+            work = process_batch(plan, self._query, p.pid, p.name, g["lease"], g["messages"], loaded, _now_ms(),
+                                 p.watermark)
+        except Exception as err:
+            self._report(err, {"phase": "cycle", "partition": p.pid})
+            return
+        for exc, phase in work.errors:
+            self._report(exc, {"phase": phase, "partition": p.pid})
+        if work.late:
+            self._count(lateEventsTotal=work.late)
+        if not work.commit:  # a gate denied the batch's first message: it waits for its lease
+            self._count(gateDenialsTotal=work.gate_denials, cyclesTotal=1)
+            p.held = g
+            return
+        if not self._effects(work, p):
+            return
+        outcome = self._commit(p, work, g["group"])
+        if outcome is None:
+            return
+        with self._lock:
+            s = self._stats
+            s["cyclesTotal"] += 1
+            s["messagesTotal"] += work.acked
+            s["gateAllowsTotal"] += work.gate_allows
+            s["gateDenialsTotal"] += work.gate_denials
+            s["lastCycleAt"] = _now_iso()
+        if outcome == "committed" and work.watermark is not None:
+            p.watermark = work.watermark
+        if outcome == "committed" and not work.release_lease:
+            p.held = dict(g, messages=g["messages"][work.acked:])
+
+    def _effects(self, work: CycleWork, p: _Partition) -> bool:
+        if not work.effects:
+            return True
+        fn = self._plan.sink.fn
+        try:
+            for value, ctx in work.effects:
+                fn(value, ctx)
+        except Exception as err:
+            self._report(err, {"phase": "foreach", "partition": p.pid})
+            return False
+        return True
+
+    def _commit(self, p: _Partition, work: CycleWork, group: Optional[str]) -> Optional[str]:
+        """Send the cycle, resending the same body when its outcome is unknown. Returns
+        ``"committed"``, ``"maybe"`` (a resend refused for its lease: the first copy most
+        likely committed) or None (refused or given up: nothing applied, or unknown)."""
+        attempt = 0
+        while True:
+            try:
+                doc = wire.cycle(
+                    self._requester, query_id=self._server_id or "", partition_id=p.pid, consumer_group=group,
+                    state_ops=work.state_ops, push_items=work.push_items, ack=work.ack,
+                    release_lease=work.release_lease, query=self._query,
+                )
+            except StreamsCycleError as err:
+                if attempt and err.lease_refused:
+                    p.watermark = None  # re-read from state next time
+                    self._count(maybeCommittedTotal=1)
+                    _log.info("stream query %r: resent cycle on partition %s refused for its lease: the first "
+                              "copy committed (or the lease expired); state is re-read", self._query, p.pid)
+                    return "maybe"
+                self._report(err, {"phase": "cycle", "partition": p.pid})
+                return None
+            except (QueenConnectionError, QueenHTTPError) as err:
+                if isinstance(err, QueenHTTPError) and not (err.status is not None and err.status >= 500):
+                    self._report(err, {"phase": "cycle", "partition": p.pid})
+                    return None
+                attempt += 1
+                p.watermark = None
+                if attempt > _RESENDS:
+                    self._count(maybeCommittedTotal=1)
+                    self._report(err, {"phase": "cycle", "partition": p.pid})
+                    return None
+                self._count(resendsTotal=1)
+                time.sleep(min(2.0, 0.1 * (2 ** (attempt - 1))))
+                continue
+            except ClientClosedError as err:
+                self._report(err, {"phase": "cycle", "partition": p.pid})
+                self._request_stop("closed")
+                return None
+            dup = sum(1 for r in doc.get("push_results") or () if isinstance(r, dict) and r.get("status") == "duplicate")
+            self._count(pushItemsTotal=len(work.push_items), stateOpsTotal=len(work.state_ops),
+                        duplicatePushesTotal=dup)
+            return "committed"
+
+    # idle flush ------------------------------------------------------------------------
+
+    def _flush_loop(self, interval_ms: int) -> None:
+        self._local.worker = True
+        while not self._stop_event.wait(interval_ms / 1000.0):
+            try:
+                self._flush_tick(interval_ms)
+            except Exception as err:  # pragma: no cover - _flush_partition reports its own
+                self._report(err, {"phase": "flush-tick"})
+
+    def _flush_tick(self, interval_ms: int) -> None:
+        # only idle partitions: a partition with batches in flight, or a cycle less than one
+        # interval ago, closes its windows by stream time in its cycles (flushing it by the
+        # wall clock while a backlog drains would split its windows)
+        now = time.monotonic()
+        cutoff = now - _RECENT_MILLIS / 1000.0
+        idle_since = now - interval_ms / 1000.0
+        with self._lock:
+            parts = [p for p in self._partitions.values()
+                     if p.touched >= cutoff and not p.pending and not p.scheduled
+                     and p.touched <= idle_since and p.last_cycle <= idle_since]
+        for p in parts:
+            if self._stop_event.is_set():
+                return
+            if not p.lock.acquire(blocking=False):
+                continue  # a cycle holds the partition: the next tick flushes it
+            try:
+                self._flush_partition(p)
+            except Exception as err:
+                self._report(err, {"phase": "flush", "partition": p.pid})
+            finally:
+                p.lock.release()
+        with self._lock:
+            self._stats["lastFlushAt"] = _now_iso()
+
+    def _flush_partition(self, p: _Partition) -> None:
+        plan = self._plan
+        clock = p.watermark if plan.window.event_time_fn is not None else _now_ms()
+        req = flush_request(plan, clock)
+        if req is None or clock is None:
+            return
+        rows = wire.get_state(self._requester, query_id=self._server_id or "", partition_id=p.pid,
+                              key_prefix=req.get("key_prefix"), ripe_at_or_before=req.get("ripe_at_or_before"),
+                              query=self._query)
+        if not rows:
+            return
+        work = process_flush(plan, self._query, p.pid, p.name, rows, clock)
+        if not work.commit or not self._effects(work, p):
+            return
+        if self._commit(p, work, self._opts.consumer_group) is not None:
+            with self._lock:
+                self._stats["flushCyclesTotal"] += 1
