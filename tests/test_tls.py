@@ -98,7 +98,9 @@ def test_client_certificate_reaches_the_broker(ca: Any, ca_file: str, tmp_path: 
     client_cert.private_key_pem.write_to_path(str(key_only))
     with EmbeddedBroker(ssl_context=_server_context(ca, require_client_cert=True)) as broker:
         with Queen(broker.url, ca_certs=ca_file, retry_attempts=1) as q:
-            with pytest.raises(QueenConnectionError, match="wants a client certificate"):
+            # the broker's alert ("certificate required": the error then hints at cert_file=)
+            # may lose the race with its closing the connection (a TLS EOF or a reset)
+            with pytest.raises(QueenConnectionError):
                 q.admin.health()
         assert broker.request_count() == 0  # the handshake failed: nothing reached the router
         with Queen(broker.url, ca_certs=ca_file, cert_file=str(both)) as q:
