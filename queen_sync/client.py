@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union, overload
@@ -122,6 +123,11 @@ class Queen:
         health_retry_after_millis: a failed URL is skipped for this many milliseconds (default 5000).
         close_timeout_millis: bound of the whole :meth:`close` (consumer drain, final acks /
             releases and buffered-push flush share it), in milliseconds (default 30000).
+        ca_certs: path of a PEM CA bundle for ``https`` brokers signed by a private CA
+            (default: the system's trust store; certificates are always verified).
+        cert_file / key_file: PEM client certificate (and key, if separate) for mutual TLS.
+        ssl_context: a ready :class:`ssl.SSLContext` for ``https`` brokers, used as is
+            (instead of the three above). See :class:`queen_sync.transport.Transport`.
 
     Retry safety per call is listed in :mod:`queen_sync.transport`; buffered pushes in
     :mod:`queen_sync.producer`.
@@ -152,6 +158,10 @@ class Queen:
         affinity_hash_ring: int = 128,
         health_retry_after_millis: int = 5000,
         close_timeout_millis: int = DEFAULT_CLOSE_TIMEOUT_MILLIS,
+        ca_certs: Optional[str] = None,
+        cert_file: Optional[str] = None,
+        key_file: Optional[str] = None,
+        ssl_context: Optional[ssl.SSLContext] = None,
     ) -> None:
         self._urls = _parse_urls(url, urls)
         int_arg("close_timeout_millis", close_timeout_millis, 0)
@@ -170,6 +180,10 @@ class Queen:
             load_balancing_strategy=load_balancing_strategy,
             affinity_hash_ring=affinity_hash_ring,
             health_retry_after_millis=health_retry_after_millis,
+            ca_certs=ca_certs,
+            cert_file=cert_file,
+            key_file=key_file,
+            ssl_context=ssl_context,
         )
         self._timeout_millis = self._transport.timeout_millis
         self._producer = BufferManager(

@@ -72,6 +72,7 @@ import itertools
 import logging
 import os
 import random
+import ssl
 import threading
 import time
 import weakref
@@ -83,6 +84,7 @@ from urllib.parse import urlencode
 import urllib3
 from urllib3.exceptions import (
     ClosedPoolError,
+    SSLError as _U3SSLError,
     ConnectTimeoutError,
     HTTPError as _U3HTTPError,
     NewConnectionError,
@@ -308,10 +310,20 @@ class Transport:
         load_balancing_strategy: ``"round-robin"`` or ``"affinity"`` (see the module docstring).
         affinity_hash_ring: virtual nodes per URL on the affinity ring.
         health_retry_after_millis: how long a failed URL is skipped, in milliseconds.
+        ca_certs: path of a PEM CA bundle to verify ``https`` brokers with, instead of the
+            system's trust store (a private CA).
+        cert_file / key_file: path of a PEM client certificate (and its key, when not in
+            the same file) presented to ``https`` brokers (mutual TLS).
+        ssl_context: a ready :class:`ssl.SSLContext` used as is for ``https`` brokers
+            (exclusive with the three options above: configure the context instead).
+            Without any of these, urllib3's defaults apply: certificates are verified
+            against the system's trust store, host names checked.
 
     Raises:
         InvalidInputError: a bad option value (an int option out of range, a non-str
-            ``bearer_token``, non-mapping ``headers``), an unknown strategy or a bad ``backoff``.
+            ``bearer_token``, non-mapping ``headers``), an unknown strategy, a bad ``backoff``,
+            or TLS options that are not usable (a file that does not exist, ``key_file``
+            without ``cert_file``, ``ssl_context`` mixed with files, no ``https`` URL).
     """
 
     def __init__(
@@ -330,9 +342,14 @@ class Transport:
         load_balancing_strategy: str = "round-robin",
         affinity_hash_ring: int = 128,
         health_retry_after_millis: int = 5000,
+        ca_certs: Optional[str] = None,
+        cert_file: Optional[str] = None,
+        key_file: Optional[str] = None,
+        ssl_context: Optional[ssl.SSLContext] = None,
     ) -> None:
         if not urls:
             raise ValueError("at least one broker URL is needed")
+        self._tls = _tls_options(urls, ca_certs, cert_file, key_file, ssl_context)
         int_arg("affinity_hash_ring", affinity_hash_ring, 1)
         int_arg("health_retry_after_millis", health_retry_after_millis, 0)
         int_arg("timeout_millis", timeout_millis, 1)
@@ -407,6 +424,7 @@ class Transport:
             maxsize=self._pool_maxsize,
             block=False,
             retries=False,
+            **self._tls,
         )
 
     def _reset_after_fork(self) -> None:
@@ -683,6 +701,23 @@ class Transport:
                 sent=True,
                 failover=True,
             ) from None
+        except _U3SSLError as exc:
+            if _cert_rejected(exc):  # a configuration problem: retrying cannot help
+                raise QueenConnectionError(
+                    "the TLS certificate of the Queen broker at %s was not accepted: %s (a private CA: "
+                    "pass ca_certs= or ssl_context=)" % (base, _reason(exc)),
+                    url=base,
+                    sent=False,
+                ) from None
+            why = _reason(exc)
+            hint = " (the broker wants a client certificate: cert_file= or ssl_context=)" if (
+                "certificate required" in why.lower()) else ""
+            raise _Attempt(
+                QueenConnectionError("%s %s: TLS with the Queen broker at %s failed: %s%s" % (
+                    method, path, base, why, hint), url=base),
+                sent=True,
+                failover=True,
+            ) from None
         except ClosedPoolError:
             raise _Attempt(
                 QueenConnectionError("%s %s: the connection pool was closed" % (method, path), url=base),
@@ -756,6 +791,50 @@ def _parse_retry_after(value: Optional[str]) -> Optional[float]:
     if s != s:  # NaN
         return None
     return max(0.0, s)
+
+
+def _tls_options(
+    urls: Sequence[str],
+    ca_certs: Optional[str],
+    cert_file: Optional[str],
+    key_file: Optional[str],
+    ssl_context: Optional[ssl.SSLContext],
+) -> Dict[str, Any]:
+    """Check the TLS options and return them as urllib3 ``PoolManager`` keywords."""
+    files = {"ca_certs": ca_certs, "cert_file": cert_file, "key_file": key_file}
+    given = {k: v for k, v in files.items() if v is not None}
+    if ssl_context is None and not given:
+        return {}
+    if not any(u.startswith("https://") for u in urls):
+        raise InvalidInputError("TLS options were given but no broker URL is https://")
+    if ssl_context is not None:
+        if not isinstance(ssl_context, ssl.SSLContext):
+            raise InvalidInputError("ssl_context must be an ssl.SSLContext, got %s" % type(ssl_context).__name__)
+        if given:
+            # urllib3 would load the files into the caller's context (changing it): refuse
+            raise InvalidInputError("give ssl_context or %s, not both" % "/".join(sorted(given)))
+        return {"ssl_context": ssl_context}
+    if key_file is not None and cert_file is None:
+        raise InvalidInputError("key_file needs cert_file")
+    for k, v in given.items():
+        if not isinstance(v, (str, os.PathLike)) or not os.path.isfile(v):
+            raise InvalidInputError("%s must be the path of a PEM file, got %r" % (k, v))
+    return {k: os.fspath(v) for k, v in given.items()}
+
+
+def _cert_rejected(exc: BaseException) -> bool:
+    """True when an SSL error is our side refusing the broker's certificate."""
+    seen: List[BaseException] = []
+    todo: List[Any] = [exc]
+    while todo:
+        e = todo.pop()
+        if not isinstance(e, BaseException) or any(e is s for s in seen):
+            continue
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return True
+        seen.append(e)
+        todo.extend([e.__cause__, e.__context__, getattr(e, "reason", None), *e.args])
+    return False
 
 
 def _reason(exc: BaseException) -> str:

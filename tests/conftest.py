@@ -1,52 +1,54 @@
 """Shared fixtures.
 
-The suite runs against the embedded broker (``queen_sync.testing.EmbeddedBroker``) by
-default, and against a real Queen broker when ``QUEEN_URL`` is set. Tests that need what only
-the embedded broker offers (fault injection, restarts, fresh state) use the
-``embedded_broker`` fixture, which skips when ``QUEEN_URL`` is set.
+The broker, client and queue fixtures come from queen_sync's own pytest plugin
+(``queen_sync.pytest_plugin``: ``queen_broker``, ``queen``, ``queen_queue``, ``queen_faults``),
+so every run of the suite exercises it; the names used across the suite (``broker_url``,
+``client``, ``qname``) are aliases of those. The suite runs against the embedded broker by
+default, and against a real Queen broker when ``QUEEN_URL`` (or ``--queen-url``) is set. Tests
+that need what only the embedded broker offers (fault injection, restarts, fresh state) use
+the ``embedded_broker`` fixture, which skips against a real broker.
+
+The plugin is registered by its ``pytest11`` entry point (``pip install -e .`` or the wheel);
+:func:`pytest_configure` registers it only when the entry point did not (plugin autoload off),
+so it is never registered twice.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Iterator, List
 
 import pytest
 
 import queen_sync
+import queen_sync.pytest_plugin
 from queen_sync import codec
+from queen_sync.pytest_plugin import QueenBroker
+
+pytest_plugins = ["pytester"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.is_registered(queen_sync.pytest_plugin):
+        config.pluginmanager.register(queen_sync.pytest_plugin, "queen_sync")
 
 
 def pytest_report_header(config: pytest.Config) -> List[str]:
-    target = os.environ.get("QUEEN_URL") or "embedded broker"
     return [
         "queen_sync codec backend: %s (json: %s)" % (queen_sync.codec_backend, codec._pycodec._json.BACKEND),
-        "queen_sync broker: %s" % target,
     ]
 
 
-def real_broker() -> bool:
-    return bool(os.environ.get("QUEEN_URL"))
-
-
 @pytest.fixture(scope="session")
-def broker_url() -> Iterator[str]:
-    """Base URL of the broker under test: ``QUEEN_URL``, or a session-wide embedded broker."""
-    url = os.environ.get("QUEEN_URL")
-    if url:
-        yield url.rstrip("/")
-        return
-    from queen_sync.testing import EmbeddedBroker
-
-    with EmbeddedBroker() as broker:
-        yield broker.url
+def broker_url(queen_broker: QueenBroker) -> str:
+    """Base URL of the broker under test (the plugin's ``queen_broker``)."""
+    return queen_broker.url
 
 
 @pytest.fixture
-def embedded_broker() -> Iterator["object"]:
+def embedded_broker(queen_broker: QueenBroker) -> Iterator["object"]:
     """A fresh embedded broker for this test only (skipped against a real broker)."""
-    if real_broker():
+    if not queen_broker.is_embedded:
         pytest.skip("needs the embedded broker (fault injection / fresh state)")
     from queen_sync.testing import EmbeddedBroker
 
@@ -55,13 +57,10 @@ def embedded_broker() -> Iterator["object"]:
 
 
 @pytest.fixture
-def client(broker_url: str) -> Iterator[queen_sync.Queen]:
-    """A ``Queen`` client on the broker under test, closed after the test."""
-    q = queen_sync.Queen(broker_url)
-    try:
-        yield q
-    finally:
-        q.close()
+def client(queen: queen_sync.Queen) -> queen_sync.Queen:
+    """The plugin's ``queen``: a client on the broker under test, closed after the test (which
+    fails if it left a consumer running)."""
+    return queen
 
 
 @pytest.fixture
@@ -80,17 +79,6 @@ class UniqueNames:
 
 
 @pytest.fixture
-def qname(broker_url: str, unique_name: UniqueNames) -> Iterator[str]:
-    """A unique queue name; the queue is deleted after the test."""
-    name = unique_name("q")
-    yield name
-    _delete_queue(broker_url, name)
-
-
-def _delete_queue(url: str, name: str) -> None:
-    import urllib3
-
-    try:
-        urllib3.request("DELETE", "%s/api/v1/resources/queues/%s" % (url, name), timeout=5.0, retries=False)
-    except Exception:  # best effort clean-up
-        pass
+def qname(queen_queue: str) -> str:
+    """The plugin's ``queen_queue``: a unique queue name, deleted after the test."""
+    return queen_queue

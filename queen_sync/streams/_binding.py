@@ -9,7 +9,7 @@ hands popped but unprocessed messages back (ack status ``retry``) through the ac
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from .. import acks
 from ..errors import InvalidInputError
@@ -35,7 +35,7 @@ def owner_of(client_or_session: Any) -> Any:
     return getattr(client_or_session, "_session", client_or_session)
 
 
-def release(session: Any, messages: List[Mapping[str, Any]], context: Optional[Mapping[str, Any]]) -> None:
+def release(session: Any, messages: List[Dict[str, Any]], context: Optional[Mapping[str, Any]]) -> None:
     """Release popped messages (ack status ``retry``: redelivered at once, no retry counted).
 
     Wire: ``POST /api/v1/ack/batch`` (one per consumer group). Raises the ack errors.

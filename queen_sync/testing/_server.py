@@ -6,6 +6,7 @@ import logging
 import os
 import select
 import socket
+import ssl
 import threading
 import time
 from email.utils import formatdate
@@ -296,6 +297,13 @@ class _Handler(BaseHTTPRequestHandler):
             r, _, _ = select.select([self.connection], [], [], 0)
             if not r:
                 return False
+            if isinstance(self.connection, ssl.SSLSocket):
+                # TLS sockets cannot peek: peek the TCP stream under it (b"" = the peer closed)
+                raw = socket.socket(fileno=self.connection.fileno())
+                try:
+                    return raw.recv(1, socket.MSG_PEEK) == b""
+                finally:
+                    raw.detach()
             return self.connection.recv(1, socket.MSG_PEEK) == b""
         except (OSError, ValueError):
             return True
@@ -392,6 +400,7 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, addr: Tuple[str, int], broker: "EmbeddedBroker") -> None:
         self.broker = broker
+        self.ssl_context = broker.ssl_context
         self.open_sockets: Set[socket.socket] = set()
         self.sock_lock = threading.Lock()
         ThreadingHTTPServer.__init__(self, addr, _Handler)
@@ -400,6 +409,24 @@ class _Server(ThreadingHTTPServer):
         with self.sock_lock:
             self.open_sockets.add(request)
         ThreadingHTTPServer.process_request(self, request, client_address)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.ssl_context is None:
+            ThreadingHTTPServer.finish_request(self, request, client_address)
+            return
+        # the TLS handshake runs in the connection's thread, not in the accept loop
+        try:
+            tls = self.ssl_context.wrap_socket(request, server_side=True)
+        except (OSError, ValueError) as exc:  # e.g. no or a bad client certificate
+            logger.debug("TLS handshake with %s failed: %s", client_address, exc)
+            return
+        with self.sock_lock:
+            self.open_sockets.discard(request)  # wrap_socket detached it
+            self.open_sockets.add(tls)
+        try:
+            ThreadingHTTPServer.finish_request(self, tls, client_address)
+        finally:
+            self.shutdown_request(tls)
 
     def shutdown_request(self, request: Any) -> None:
         with self.sock_lock:
@@ -430,9 +457,13 @@ class EmbeddedBroker(object):
     Args:
         host: interface to listen on (default ``"127.0.0.1"``).
         port: TCP port; 0 (default) picks a free port, kept across :meth:`restart`.
+        ssl_context: serve HTTPS with this server-side :class:`ssl.SSLContext` (its
+            certificate loaded; set ``verify_mode = ssl.CERT_REQUIRED`` and a CA to require
+            client certificates). Default None: plain HTTP.
 
     Attributes:
-        url: ``"http://HOST:PORT"`` (no trailing slash), valid once started.
+        url: ``"http://HOST:PORT"`` (``"https://..."`` with ``ssl_context``; no trailing
+            slash), valid once started.
         faults: the :class:`~queen_sync.testing._faults.FaultInjector` of this broker.
 
     Use as a context manager (``with EmbeddedBroker() as broker:``) or call :meth:`start` /
@@ -440,9 +471,10 @@ class EmbeddedBroker(object):
     it in PostgreSQL); :meth:`reset` drops it.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self.host = host
         self.port = port
+        self.ssl_context = ssl_context
         self.state = BrokerState()
         self.router = Router(self.state)
         self.faults = FaultInjector()
@@ -456,8 +488,8 @@ class EmbeddedBroker(object):
     # -- lifecycle
     @property
     def url(self) -> str:
-        """Base URL, e.g. ``"http://127.0.0.1:54321"``."""
-        return "http://%s:%d" % (self.host, self.port)
+        """Base URL, e.g. ``"http://127.0.0.1:54321"`` (``https://`` with an ``ssl_context``)."""
+        return "%s://%s:%d" % ("https" if self.ssl_context is not None else "http", self.host, self.port)
 
     @property
     def running(self) -> bool:

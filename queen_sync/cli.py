@@ -1,0 +1,453 @@
+"""The ``queen-sync`` command line (also ``python -m queen_sync``): push, pop, consume, inspect
+queues, consumer groups and dead letters from a shell or a CI step, on the public API only.
+
+Output is one JSON value per line on stdout (pipe it to ``jq``), or readable tables with
+``--pretty``. Errors go to stderr, one line, with exit status 1 (2 for bad usage, 130 when
+interrupted); ``--debug`` adds the traceback and the library's debug log. The broker is
+``--url`` or ``QUEEN_URL``; a bearer token is read from ``QUEEN_BEARER_TOKEN`` only (never
+from the command line, where other users could see it). Run ``queen-sync COMMAND --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
+
+from . import InvalidInputError, Queen, QueenError
+from .testing.__main__ import main as broker_main
+
+__all__ = ["main", "build_parser", "command_parser"]
+
+PROG = "queen-sync"
+#: Items per push request when reading stdin (``--batch-size``).
+DEFAULT_PUSH_BATCH = 100
+_CELL_WIDTH = 48
+_PARTITION_COLUMNS = ("name", "messages.pending", "messages.processing", "messages.total", "cursor.totalConsumed",
+                      "lastActivity")
+
+
+class CliError(Exception):
+    """A failure the command reports on one stderr line (exit status 1)."""
+
+
+# ---------------------------------------------------------------------------- parser
+
+
+def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
+    """Options accepted before and after the command (``suppress``: no defaults on the
+    command's parser, so it never overwrites what was given before the command)."""
+
+    def d(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    g = p.add_argument_group("connection and output")
+    g.add_argument("--url", default=d(None), help="broker URL(s), comma-separated (default: $QUEEN_URL)")
+    g.add_argument("--timeout-millis", type=int, default=d(30000), metavar="MS", help="per-request timeout (ms)")
+    g.add_argument("--ca-certs", default=d(None), metavar="PEM", help="CA bundle for an https broker")
+    g.add_argument("--cert-file", default=d(None), metavar="PEM", help="client certificate (mutual TLS)")
+    g.add_argument("--key-file", default=d(None), metavar="PEM", help="client key, if not in --cert-file")
+    g.add_argument("--pretty", action="store_true", default=d(False), help="readable tables instead of JSON lines")
+    g.add_argument("--debug", action="store_true", default=d(False), help="tracebacks and debug logging")
+
+
+_COMMAND_HELP = {
+    "push": "push messages: one JSON payload as argument, or JSON lines from stdin ('-' or nothing)",
+    "pop": "pop messages once (they stay leased unless --ack)",
+    "consume": "consume messages one at a time until --limit / --idle-millis / Ctrl-C",
+    "queues": "list the queues",
+    "queue": "one queue: its options, partitions and depth",
+    "groups": "consumer groups (of one queue)",
+    "seek": "move a consumer group's cursor on a queue",
+    "dlq": "dead-letter rows of a queue, newest first",
+    "health": "the broker's health (exit status 1 when unhealthy)",
+    "broker": "run the embedded broker (options: queen-sync broker --help)",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser: the options, then ``COMMAND`` and its arguments (parsed by
+    :func:`command_parser`, so options and arguments may come in any order)."""
+    ap = argparse.ArgumentParser(
+        prog=PROG,
+        usage="%s [options] COMMAND [arguments]" % PROG,
+        description="A command line for a Queen MQ broker: push, pop, consume, and inspect queues, consumer "
+        "groups and dead letters. JSON lines on stdout (--pretty: tables); errors on stderr.",
+        epilog="commands:\n" + "".join("  %-9s %s\n" % kv for kv in _COMMAND_HELP.items())
+        + "\n'%s COMMAND --help' tells a command's arguments." % PROG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(ap, False)
+    ap.add_argument("command", choices=list(_COMMAND_HELP), metavar="COMMAND", help="one of the commands below")
+    ap.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return ap
+
+
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of one command (``push``, ``pop``...; not ``broker``)."""
+    p = argparse.ArgumentParser(prog="%s %s" % (PROG, name), description=_COMMAND_HELP[name])
+    _common(p, True)
+    if name == "push":
+        p.add_argument("queue")
+        p.add_argument("message", nargs="?", default="-", metavar="JSON | -", help="a JSON payload, or - for stdin")
+        p.add_argument("--partition", metavar="P", help="partition (default: the broker's Default)")
+        p.add_argument("--items", action="store_true",
+                       help='each JSON value is a whole push item {"data": ..., "transactionId": ..., "traceId": ...}')
+        p.add_argument("--batch-size", type=int, default=DEFAULT_PUSH_BATCH, metavar="N",
+                       help="items per push request when reading stdin (default %d)" % DEFAULT_PUSH_BATCH)
+    elif name == "pop":
+        p.add_argument("queue")
+        p.add_argument("--partition", metavar="P")
+        p.add_argument("--group", metavar="G", help="consumer group (default: queue mode)")
+        p.add_argument("--batch", type=int, default=1, metavar="N", help="at most N messages (default 1)")
+        p.add_argument("--wait-millis", type=int, metavar="MS", help="long-poll up to MS ms for a message")
+        p.add_argument("--ack", action="store_true", help="ack the popped messages (completed)")
+    elif name == "consume":
+        p.add_argument("queue")
+        p.add_argument("--group", required=True, metavar="G", help="consumer group")
+        p.add_argument("--partition", metavar="P")
+        p.add_argument("--limit", type=int, metavar="N", help="stop after N messages")
+        p.add_argument("--idle-millis", type=int, metavar="MS", help="stop after MS ms without a message")
+        p.add_argument("--exec", dest="exec_cmd", metavar="CMD",
+                       help="run CMD (with the shell) per message, the message JSON on its stdin: "
+                       "exit status 0 acks, anything else nacks (default: print the message and ack)")
+    elif name in ("queue", "dlq"):
+        p.add_argument("queue")
+        if name == "dlq":
+            p.add_argument("--group", metavar="G")
+            p.add_argument("--partition", metavar="P")
+            p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N rows (default 100)")
+    elif name == "groups":
+        p.add_argument("queue", nargs="?")
+    elif name == "seek":
+        p.add_argument("group")
+        p.add_argument("queue")
+        where = p.add_mutually_exclusive_group(required=True)
+        where.add_argument("--to-end", action="store_true", help="skip every current message")
+        where.add_argument("--timestamp", metavar="TS", help="ISO-8601 time to read from")
+        p.add_argument("--partition", metavar="P", help="with --to-end: one partition only")
+    return p
+
+
+# ---------------------------------------------------------------------------- output
+
+
+class Output:
+    """Writes results: JSON lines, or tables with ``pretty``. Thread-safe."""
+
+    def __init__(self, stream: IO[str], pretty: bool) -> None:
+        self.stream = stream
+        self.pretty = pretty
+        self._lock = threading.Lock()
+
+    def line(self, value: Any) -> None:
+        """One value: a JSON line (also in pretty mode: used for streams of messages)."""
+        text = json.dumps(value, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            self.stream.write(text)
+            self.stream.flush()
+
+    def rows(self, rows: Sequence[Mapping[str, Any]], columns: Optional[Sequence[str]] = None) -> None:
+        """A list of objects: one JSON line each, or one table (of ``columns``: dotted names
+        of nested keys; default every key)."""
+        if not self.pretty:
+            for r in rows:
+                self.line(r)
+            return
+        flat = [_flatten(r) for r in rows]
+        cols: List[str] = list(columns or ())
+        if not cols:
+            for r in flat:
+                cols.extend(k for k in r if k not in cols)
+        if not flat:
+            self._write("(none)\n")
+            return
+        cells = [[_cell(r.get(c)) for c in cols] for r in flat]
+        widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+        out = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()]
+        out.extend("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells)
+        self._write("\n".join(out) + "\n")
+
+    def obj(self, value: Mapping[str, Any]) -> None:
+        """One object: a JSON line, or ``key  value`` lines."""
+        if not self.pretty:
+            self.line(value)
+            return
+        flat = _flatten(value)
+        width = max((len(k) for k in flat), default=0)
+        self._write("".join("%s  %s\n" % (k.ljust(width), _cell(v, 200)) for k, v in flat.items()))
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text)
+            self.stream.flush()
+
+
+def _flatten(value: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for k, v in value.items():
+        key = "%s%s" % (prefix, k)
+        if isinstance(v, Mapping) and v:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _cell(v: Any, width: int = _CELL_WIDTH) -> str:
+    text = "" if v is None else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+def _client(ns: argparse.Namespace) -> Queen:
+    urls = [u for u in (ns.url or os.environ.get("QUEEN_URL", "")).split(",") if u.strip()]
+    if not urls:
+        raise CliError("no broker URL: pass --url or set QUEEN_URL")
+    return Queen(
+        urls=urls,
+        bearer_token=os.environ.get("QUEEN_BEARER_TOKEN") or None,
+        timeout_millis=ns.timeout_millis,
+        ca_certs=ns.ca_certs,
+        cert_file=ns.cert_file,
+        key_file=ns.key_file,
+    )
+
+
+def _queue(q: Queen, ns: argparse.Namespace) -> Any:
+    b = q.queue(ns.queue)
+    return b.partition(ns.partition) if getattr(ns, "partition", None) else b
+
+
+def _json_values(lines: Iterator[str]) -> Iterator[tuple]:
+    """``(line number, value)`` per non-blank line; CliError on a line that is not JSON."""
+    for n, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        try:
+            yield n, json.loads(text)
+        except ValueError as exc:
+            raise CliError("stdin line %d is not JSON: %s" % (n, exc)) from None
+
+
+def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
+    if ns.batch_size < 1:
+        raise CliError("--batch-size must be at least 1")
+    target = _queue(q, ns)
+
+    def item(n: int, value: Any) -> Dict[str, Any]:
+        if not ns.items:
+            return {"data": value}
+        if not isinstance(value, dict):
+            raise CliError("item %d: with --items each value must be a JSON object" % n)
+        return value
+
+    if ns.message != "-":
+        try:
+            value = json.loads(ns.message)
+        except ValueError as exc:
+            raise CliError("the message is not JSON: %s" % exc) from None
+        out.rows(target.push(item(1, value)))
+        return 0
+    progress = sys.stderr.isatty()
+    pushed = 0
+    batch: List[Dict[str, Any]] = []
+
+    def send() -> None:
+        nonlocal pushed
+        try:
+            results = target.push(batch)
+        except QueenError as exc:
+            raise CliError("%s (%d message(s) were pushed before this batch)" % (exc, pushed)) from exc
+        pushed += len(batch)
+        del batch[:]
+        out.rows(results)
+        if progress:
+            sys.stderr.write("\rpushed %d message(s)" % pushed)
+            sys.stderr.flush()
+
+    try:
+        for n, value in _json_values(iter(sys.stdin.readline, "")):
+            batch.append(item(n, value))
+            if len(batch) >= ns.batch_size:
+                send()
+        if batch:
+            send()
+    except CliError as exc:
+        if pushed and "pushed before" not in str(exc):
+            raise CliError("%s (%d message(s) were pushed before it)" % (exc, pushed)) from None
+        raise
+    finally:
+        if progress and pushed:
+            sys.stderr.write("\n")
+    return 0
+
+
+def cmd_pop(q: Queen, ns: argparse.Namespace, out: Output) -> int:
+    b = _queue(q, ns).batch(ns.batch)
+    if ns.group:
+        b = b.group(ns.group)
+    if ns.wait_millis is not None:
+        b = b.wait(True).timeout_millis(ns.wait_millis)
+    msgs = b.pop()
+    for m in msgs:
+        out.line(m)
+    if ns.ack and msgs:
+        q.ack(msgs, True)
+    return 0
+
+
+def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
+    b = _queue(q, ns).group(ns.group).each()
+    if ns.limit is not None:
+        b = b.limit(ns.limit)
+    if ns.idle_millis is not None:
+        b = b.idle_millis(ns.idle_millis)
+    command = ns.exec_cmd
+
+    def handler(msg: Any) -> None:
+        if command is None:
+            out.line(msg)
+            return
+        body = (json.dumps(msg, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        sys.stdout.flush()
+        rc = subprocess.run(command, shell=True, input=body).returncode
+        if rc != 0:  # the consumer nacks with this text
+            raise RuntimeError("command exited with status %d" % rc)
+
+    result = b.consume(handler, handle_signals=True)
+    sys.stderr.write(
+        "consumed %d message(s): %d acked, %d nacked (%s)\n" % (result.handled, result.acked, result.nacked, result.reason)
+    )
+    return 0
+
+
+def cmd_queues(q: Queen, ns: argparse.Namespace, out: Output) -> int:
+    out.rows(q.admin.list_queues().get("queues") or [])
+    return 0
+
+
+def cmd_queue(q: Queen, ns: argparse.Namespace, out: Output) -> int:
+    detail = dict(q.admin.get_queue_detail(ns.queue))
+    listed = [e for e in q.admin.list_queues().get("queues") or [] if e.get("name") == ns.queue]
+    # depth: the message counts `queues` shows ({total, pending, processing})
+    detail["depth"] = listed[0].get("messages") if listed else None
+    if not out.pretty:
+        out.line(detail)
+        return 0
+    out.obj({"queue": detail.get("queue") or {}, "depth": detail["depth"] or {}})
+    out.stream.write("\n")
+    out.rows(detail.get("partitions") or [], columns=_PARTITION_COLUMNS)
+    return 0
+
+
+def cmd_groups(q: Queen, ns: argparse.Namespace, out: Output) -> int:
+    groups = q.admin.list_consumer_groups()
+    if ns.queue:
+        groups = [g for g in groups if g.get("queueName") == ns.queue]
+    out.rows(groups)
+    return 0
+
+
+def cmd_seek(q: Queen, ns: argparse.Namespace, out: Output) -> int:
+    if ns.partition:
+        if not ns.to_end:
+            raise CliError("--partition works with --to-end only")
+        out.obj(q.admin.seek_partition_to_end(ns.group, ns.queue, ns.partition))
+    else:
+        out.obj(q.admin.seek_consumer_group(ns.group, ns.queue, to_end=ns.to_end, timestamp=ns.timestamp))
+    return 0
+
+
+def cmd_dlq(q: Queen, ns: argparse.Namespace, out: Output) -> int:
+    b = q.queue(ns.queue).dlq(ns.group).limit(ns.limit)
+    if ns.partition:
+        b = b.partition(ns.partition)
+    out.rows(b.get())
+    return 0
+
+
+def cmd_health(q: Queen, ns: argparse.Namespace, out: Output) -> int:
+    h = q.admin.health()
+    out.obj(h)
+    return 0 if h.get("status") == "healthy" else 1
+
+
+COMMANDS: Dict[str, Callable[[Queen, argparse.Namespace, Output], int]] = {
+    "push": cmd_push,
+    "pop": cmd_pop,
+    "consume": cmd_consume,
+    "queues": cmd_queues,
+    "queue": cmd_queue,
+    "groups": cmd_groups,
+    "seek": cmd_seek,
+    "dlq": cmd_dlq,
+    "health": cmd_health,
+}
+
+
+# ---------------------------------------------------------------------------- main
+
+
+class _Brief(logging.Formatter):
+    """Log lines without tracebacks (those come with --debug)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record = copy.copy(record)
+        record.exc_info = None
+        record.exc_text = None
+        record.stack_info = None
+        return super().format(record)
+
+
+def _setup_logging(debug: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    fmt = "%s: %%(levelname)s %%(name)s: %%(message)s" % PROG
+    handler.setFormatter(logging.Formatter(fmt) if debug else _Brief(fmt))
+    root = logging.getLogger("queen_sync")
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``queen-sync`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    ns = build_parser().parse_args(argv)
+    if ns.command == "broker":  # the embedded broker's own parser (queen_sync.testing) reads the rest
+        return broker_main(ns.arguments)
+    ns = command_parser(ns.command).parse_intermixed_args(ns.arguments, namespace=ns)
+    _setup_logging(ns.debug)
+    out = Output(sys.stdout, ns.pretty)
+    try:
+        q = _client(ns)
+        try:
+            return COMMANDS[ns.command](q, ns, out)
+        finally:
+            q.close()
+    except KeyboardInterrupt:
+        sys.stderr.write("%s: interrupted\n" % PROG)
+        return 130
+    except BrokenPipeError:  # e.g. piped into `head`: stop quietly
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except (QueenError, CliError) as exc:
+        if ns.debug:
+            raise
+        kind = "invalid input" if isinstance(exc, InvalidInputError) else "error"
+        sys.stderr.write("%s: %s: %s\n" % (PROG, kind, exc))
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

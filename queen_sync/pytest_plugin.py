@@ -1,0 +1,182 @@
+"""pytest plugin of queen_sync: fixtures to test code that talks to a Queen broker.
+
+Installed with the package and found by pytest through its ``pytest11`` entry point (named
+``queen_sync``; ``-p no:queen_sync`` turns it off). Fixtures:
+
+``queen_broker`` (session)
+    The broker under test, a :class:`QueenBroker`: an embedded broker
+    (:class:`queen_sync.testing.EmbeddedBroker`) started once per test session, or the
+    broker at ``--queen-url URL`` / ``QUEEN_URL`` (comma-separated for several; a token
+    from ``QUEEN_BEARER_TOKEN``) when one is given.
+``queen``
+    A :class:`queen_sync.Queen` client on that broker, closed after the test. The test fails
+    (at teardown) if a consumer it started is still running at its end: stop background
+    consumers (``consumer.stop()``) or bound them (``limit`` / ``idle_millis``).
+``queen_queue``
+    A unique queue name (``test-<12 hex digits>``); the queue is deleted after the test.
+    Nothing is created: push to it, or ``queen.queue(queen_queue).config(...).create()``.
+``queen_faults``
+    The embedded broker's :class:`~queen_sync.testing.FaultInjector` (``add(...)``,
+    ``clear()``; see :mod:`queen_sync.testing`), cleared before and after the test. The
+    test is skipped against a real broker.
+
+The plugin is loaded by every pytest run of an environment where queen_sync is installed;
+importing it costs that run the import of queen_sync (urllib3, orjson) and nothing else: no
+broker starts and no client is made unless a fixture is used.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Iterator, List, Optional, Set
+
+import pytest
+
+from queen_sync import Queen, QueenError
+from queen_sync.testing import EmbeddedBroker
+
+if TYPE_CHECKING:  # pragma: no cover
+    from queen_sync.testing import FaultInjector
+
+__all__ = ["QueenBroker", "queen_broker", "queen", "queen_queue", "queen_faults"]
+
+log = logging.getLogger("queen_sync.pytest_plugin")
+
+#: How long the ``queen`` fixture waits, in seconds, for consumer threads of the test to end
+#: before it reports them as left running (a consumer that was just stopped may still be
+#: finishing its last ack).
+CONSUMER_GRACE_SECONDS = 2.0
+
+# Thread names of queen_sync consumers: "queen-consume-<queue>-<role>".
+_CONSUMER_THREAD = re.compile(r"^queen-consume-(?P<queue>.+)-(?:worker-\d+|fetch-\d+|renew|supervisor)$")
+
+
+class QueenBroker:
+    """The broker under test (value of the ``queen_broker`` fixture).
+
+    Attributes:
+        url: the (first) broker base URL, e.g. ``"http://127.0.0.1:54321"``.
+        urls: every broker base URL (one for the embedded broker).
+        bearer_token: ``QUEEN_BEARER_TOKEN`` for a real broker, else None.
+        embedded: the :class:`~queen_sync.testing.EmbeddedBroker` (fault injection,
+            ``messages()``, ``restart()``...), or None for a real broker.
+    """
+
+    def __init__(self, urls: List[str], bearer_token: Optional[str], embedded: Optional["EmbeddedBroker"]) -> None:
+        self.urls = urls
+        self.url = urls[0]
+        self.bearer_token = bearer_token
+        self.embedded = embedded
+
+    @property
+    def is_embedded(self) -> bool:
+        """True for the plugin's embedded broker."""
+        return self.embedded is not None
+
+    def client(self, **options: object) -> "Queen":
+        """A new :class:`~queen_sync.Queen` on this broker (``options`` as for ``Queen``);
+        the caller closes it."""
+        options.setdefault("bearer_token", self.bearer_token)
+        return Queen(urls=self.urls, **options)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return "QueenBroker(%s%s)" % (self.url, ", embedded" if self.embedded is not None else "")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("queen_sync", "queen_sync fixtures")
+    group.addoption(
+        "--queen-url",
+        dest="queen_url",
+        default=None,
+        metavar="URL",
+        help="run the queen_* fixtures against the Queen broker at URL (comma-separated for several) "
+        "instead of an embedded one; default: $QUEEN_URL",
+    )
+
+
+def _target_urls(config: pytest.Config) -> List[str]:
+    raw = config.getoption("queen_url", default=None) or os.environ.get("QUEEN_URL", "")
+    return [u.strip().rstrip("/") for u in str(raw).split(",") if u.strip()]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    urls = _target_urls(config)
+    return "queen_sync broker: %s" % (", ".join(urls) if urls else "embedded broker")
+
+
+@pytest.fixture(scope="session")
+def queen_broker(pytestconfig: pytest.Config) -> Iterator[QueenBroker]:
+    """The broker under test: ``--queen-url`` / ``QUEEN_URL``, or an embedded broker started
+    for the whole session (see :class:`QueenBroker`)."""
+    urls = _target_urls(pytestconfig)
+    if urls:
+        yield QueenBroker(urls, os.environ.get("QUEEN_BEARER_TOKEN") or None, None)
+        return
+    with EmbeddedBroker() as broker:
+        yield QueenBroker([broker.url], None, broker)
+
+
+@pytest.fixture
+def queen(queen_broker: QueenBroker) -> Iterator["Queen"]:
+    """A :class:`~queen_sync.Queen` on the broker under test, closed after the test; fails the
+    test if a consumer it started is still running at its end."""
+    before = _consumer_threads()
+    q = queen_broker.client()
+    try:
+        yield q
+    finally:
+        left = _left_running(before)
+        q.close()
+    if left:
+        pytest.fail(
+            "the test left %d consumer thread(s) running, on queue(s) %s: stop background consumers "
+            "(consumer.stop()) or bound them with limit() / idle_millis()"
+            % (len(left), ", ".join(sorted(left))),
+            pytrace=False,
+        )
+
+
+@pytest.fixture
+def queen_queue(queen_broker: QueenBroker) -> Iterator[str]:
+    """A unique queue name (``test-<hex>``), deleted from the broker after the test."""
+    name = "test-%s" % uuid.uuid4().hex[:12]
+    yield name
+    try:
+        with queen_broker.client(retry_attempts=2, timeout_millis=10000) as q:
+            q.queue(name).delete()
+    except QueenError as exc:  # best effort: a test may have stopped the broker
+        log.warning("could not delete test queue %s: %s", name, exc)
+
+
+@pytest.fixture
+def queen_faults(queen_broker: QueenBroker) -> Iterator["FaultInjector"]:
+    """The embedded broker's fault injector, cleared before and after the test (skipped
+    against a real broker)."""
+    if queen_broker.embedded is None:
+        pytest.skip("queen_faults needs the embedded broker; the tests run against %s" % queen_broker.url)
+    faults = queen_broker.embedded.faults
+    faults.clear()
+    try:
+        yield faults
+    finally:
+        faults.clear()
+
+
+def _consumer_threads() -> Set[threading.Thread]:
+    return {t for t in threading.enumerate() if _CONSUMER_THREAD.match(t.name)}
+
+
+def _left_running(before: Set[threading.Thread]) -> Set[str]:
+    """Queues of consumer threads started since ``before`` that are still alive after
+    :data:`CONSUMER_GRACE_SECONDS`."""
+    new = [t for t in _consumer_threads() if t not in before]
+    deadline = time.monotonic() + CONSUMER_GRACE_SECONDS
+    for t in new:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return {m.group("queue") for m in (_CONSUMER_THREAD.match(t.name) for t in new if t.is_alive()) if m}

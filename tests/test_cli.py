@@ -1,0 +1,263 @@
+"""The ``queen-sync`` command line, run in a subprocess (``python -m queen_sync``, and the
+console script once) against the broker under test."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+from queen_sync import Queen
+from queen_sync.pytest_plugin import QueenBroker
+
+
+class Run:
+    def __init__(self, proc: "subprocess.CompletedProcess[str]") -> None:
+        self.code = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+
+    @property
+    def lines(self) -> List[Any]:
+        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def cli_env(broker_url: str) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("QUEEN_URL", "QUEEN_BEARER_TOKEN")}
+    env["QUEEN_URL"] = broker_url
+    return env
+
+
+def cli(env: Dict[str, str], *args: str, stdin: str = "", timeout: float = 60) -> Run:
+    proc = subprocess.run(
+        [sys.executable, "-m", "queen_sync", *args], input=stdin, capture_output=True, text=True, env=env,
+        timeout=timeout,
+    )
+    return Run(proc)
+
+
+def test_push_argument_then_pop_and_ack(cli_env: Dict[str, str], qname: str) -> None:
+    r = cli(cli_env, "push", qname, "--partition", "p1", '{"n": 1, "s": "\u00e9"}')
+    assert r.code == 0, r.err
+    (res,) = r.lines
+    assert res["status"] == "queued" and res["transaction_id"]
+    r = cli(cli_env, "pop", qname, "--group", "g", "--batch", "5", "--wait-millis", "2000", "--ack")
+    assert r.code == 0, r.err
+    (msg,) = r.lines
+    assert msg["data"] == {"n": 1, "s": "\u00e9"} and msg["partition"] == "p1"
+    assert msg["transactionId"] == res["transaction_id"]
+    r = cli(cli_env, "pop", qname, "--group", "g")  # acked: nothing left for the group
+    assert r.code == 0 and r.lines == []
+
+
+def test_push_json_lines_from_stdin_in_batches(cli_env: Dict[str, str], qname: str, queen_broker: QueenBroker,
+                                               client: Queen) -> None:
+    pushes = queen_broker.embedded.request_count("POST", "/api/v1/push") if queen_broker.embedded else None
+    data = "".join('{"i": %d}\n' % i for i in range(250)) + "\n"  # a blank line is skipped
+    r = cli(cli_env, "push", qname, "--partition", "p", "--batch-size", "100", stdin=data)
+    assert r.code == 0, r.err
+    assert [x["status"] for x in r.lines] == ["queued"] * 250
+    assert r.err == ""  # no progress line: stderr is not a terminal
+    if queen_broker.embedded is not None:
+        assert queen_broker.embedded.request_count("POST", "/api/v1/push") - pushes == 3
+    got = client.queue(qname).partition("p").batch(300).pop()
+    assert [m["data"]["i"] for m in got] == list(range(250))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
+def test_push_progress_line_on_a_terminal(cli_env: Dict[str, str], qname: str) -> None:
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "queen_sync", "push", qname, "--batch-size", "2"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=slave, env=cli_env,
+    )
+    os.close(slave)
+    chunks: List[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                b = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                return
+            if not b:
+                return
+            chunks.append(b)
+
+    t = threading.Thread(target=drain)
+    t.start()
+    out, _ = proc.communicate(b'{"a": 1}\n{"a": 2}\n{"a": 3}\n', timeout=60)
+    t.join(10)
+    os.close(master)
+    assert proc.returncode == 0
+    assert len(out.splitlines()) == 3
+    tty = b"".join(chunks).decode()
+    assert "\rpushed 2 message(s)" in tty and "\rpushed 3 message(s)" in tty
+
+
+def test_push_items_mode(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    item = '{"data": {"x": 1}, "transactionId": "tx-cli-1"}'
+    assert cli(cli_env, "push", qname, "--items", item).lines[0]["status"] == "queued"
+    assert cli(cli_env, "push", qname, "--items", item).lines[0]["status"] == "duplicate"
+    r = cli(cli_env, "push", qname, "--items", "[1]")
+    assert r.code == 1 and "must be a JSON object" in r.err
+
+
+def test_bad_input_is_one_line_without_traceback(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    r = cli(cli_env, "push", qname, stdin='{"ok": 1}\nnot json\n')
+    assert r.code == 1
+    assert r.err.startswith("queen-sync: error: stdin line 2 is not JSON") and "Traceback" not in r.err
+    assert len(r.err.strip().splitlines()) == 1
+    assert client.queue(qname).batch(10).pop() == []  # the batch holding the bad line was not sent
+    r = cli(cli_env, "--debug", "push", qname, "nope")
+    assert r.code != 0 and "Traceback" in r.err
+    r = cli(cli_env, "pop", qname, "--batch", "0")
+    assert r.code == 1 and r.err.startswith("queen-sync: invalid input:") and "Traceback" not in r.err
+    r = cli(cli_env, "consume", qname)  # --group is required
+    assert r.code == 2 and "--group" in r.err
+
+
+def test_connection_errors_and_missing_url(cli_env: Dict[str, str]) -> None:
+    r = cli(cli_env, "--url", "http://127.0.0.1:1", "health")
+    assert r.code == 1 and "cannot connect" in r.err and "Traceback" not in r.err
+    env = dict(cli_env)
+    del env["QUEEN_URL"]
+    r = cli(env, "queues")
+    assert r.code == 1 and "no broker URL" in r.err
+
+
+def test_consume_exec_acks_on_zero_and_nacks_otherwise(cli_env: Dict[str, str], qname: str, client: Queen,
+                                                      tmp_path: Path) -> None:
+    client.queue(qname).config({"retryDelay": 0, "retryLimit": 5}).create()
+    client.queue(qname).partition("p").push([{"data": {"n": 1, "ok": True}}, {"data": {"n": 2, "ok": False}},
+                                             {"data": {"n": 3, "ok": True}}])
+    seen = tmp_path / "seen.jsonl"
+    script = ("import json, sys; m = json.load(sys.stdin); "
+              "open(%r, 'a').write(json.dumps(m['data']) + '\\n'); sys.exit(0 if m['data']['ok'] else 3)" % str(seen))
+    command = "%s -c %s" % (shlex.quote(sys.executable), shlex.quote(script))
+    r = cli(cli_env, "consume", qname, "--group", "workers", "--limit", "2", "--exec", command)
+    assert r.code == 0, r.err
+    assert r.out == ""  # the messages went to the command, not to stdout
+    assert "2 message(s): 1 acked, 1 nacked" in r.err
+    assert [json.loads(x)["n"] for x in seen.read_text().splitlines()] == [1, 2]
+    # the nacked message comes back first, then the one after it
+    r = cli(cli_env, "consume", qname, "--group", "workers", "--limit", "2", "--idle-millis", "5000")
+    assert r.code == 0, r.err
+    assert [m["data"]["n"] for m in r.lines] == [2, 3]
+    r = cli(cli_env, "pop", qname, "--group", "workers")
+    assert r.lines == []
+
+
+def test_queues_queue_groups_dlq_seek_health(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    client.queue(qname).config({"retryLimit": 0}).create()
+    client.queue(qname).partition("p").push([{"data": {"n": i}} for i in range(3)])
+    msgs = client.queue(qname).partition("p").group("audit").batch(1).pop()
+    client.ack(msgs, "dlq", {"error": "bad row"})
+
+    names = [x["name"] for x in cli(cli_env, "queues").lines]
+    assert qname in names
+    pretty = cli(cli_env, "queues", "--pretty")
+    assert pretty.code == 0 and pretty.out.splitlines()[0].split()[:3] == ["id", "name", "namespace"]
+    assert any(qname in line for line in pretty.out.splitlines()[1:])
+
+    (detail,) = cli(cli_env, "queue", qname).lines
+    assert detail["queue"]["name"] == qname and detail["queue"]["config"]["retryLimit"] == 0
+    assert detail["depth"]["total"] == 3
+    assert "p" in [p["name"] for p in detail["partitions"]]
+    pretty = cli(cli_env, "queue", qname, "--pretty")
+    assert "queue.config.retryLimit" in pretty.out and "depth.total" in pretty.out
+
+    groups = cli(cli_env, "groups", qname).lines
+    assert [g["name"] for g in groups] == ["audit"] and groups[0]["queueName"] == qname
+    assert all(g["queueName"] == qname for g in groups)
+
+    (row,) = cli(cli_env, "dlq", qname, "--group", "audit").lines
+    assert row["data"] == {"n": 0} and row["errorMessage"] == "bad row"
+    assert cli(cli_env, "dlq", qname, "--group", "nobody").lines == []
+
+    (res,) = cli(cli_env, "seek", "audit", qname, "--to-end").lines
+    assert res["success"] is True
+    assert client.queue(qname).group("audit").batch(5).pop() == []
+    r = cli(cli_env, "seek", "audit", qname, "--timestamp", "2020-01-01T00:00:00Z")
+    assert r.code == 0, r.err
+    assert [m["data"]["n"] for m in client.queue(qname).group("audit").batch(5).pop()] == [0, 1, 2]  # rewound: all again
+
+    r = cli(cli_env, "health")
+    assert r.code == 0 and r.lines[0]["status"] == "healthy"
+
+
+def test_bearer_token_from_the_environment(cli_env: Dict[str, str]) -> None:
+    seen: List[Optional[str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            seen.append(self.headers.get("Authorization"))
+            body = b'{"status": "unhealthy", "database": "disconnected"}'
+            self.send_response(503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        env = dict(cli_env, QUEEN_URL="http://127.0.0.1:%d" % srv.server_address[1], QUEEN_BEARER_TOKEN="s3cret")
+        r = cli(env, "health")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert seen and set(seen) == {"Bearer s3cret"}
+    assert r.code == 1 and r.lines[0]["status"] == "unhealthy"  # unhealthy: reported, exit status 1
+    assert "s3cret" not in r.out + r.err
+
+
+def test_broker_subcommand_runs_the_embedded_broker(cli_env: Dict[str, str]) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "queen_sync", "broker", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert "listening on http://127.0.0.1:" in first, first + proc.stderr.read() if proc.stderr else first
+        url = first.split("listening on ")[1].split()[0]
+        r = cli(dict(cli_env, QUEEN_URL=url), "health")
+        assert r.code == 0 and r.lines[0]["status"] == "healthy"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and "stopped" in out
+    r = cli(cli_env, "broker", "--port", "70000")
+    assert r.code == 2 and "out of range" in r.err
+
+
+def test_console_script_and_help(cli_env: Dict[str, str]) -> None:
+    script = Path(sys.executable).parent / "queen-sync"
+    if not script.exists():
+        pytest.skip("the queen-sync console script is not installed next to this interpreter")
+    r = Run(subprocess.run([str(script), "--help"], capture_output=True, text=True, env=cli_env, timeout=60))
+    assert r.code == 0
+    for command in ("push", "pop", "consume", "queues", "queue", "groups", "seek", "dlq", "health", "broker"):
+        assert command in r.out
+    r = Run(subprocess.run([str(script), "health", "--pretty"], capture_output=True, text=True, env=cli_env,
+                           timeout=60))
+    assert r.code == 0 and r.out.startswith("status") and "healthy" in r.out
+
+
