@@ -13,10 +13,18 @@ The module keeps no mutable state (it is declared free-threading compatible): mo
 globals are read-only constants bound at import time.
 """
 
-from cpython.dict cimport PyDict_Check, PyDict_CheckExact, PyDict_Contains, PyDict_Size
+from cpython.dict cimport PyDict_Check, PyDict_CheckExact, PyDict_Contains, PyDict_Next, PyDict_Size
+from cpython.list cimport PyList_Check
+from cpython.long cimport PyLong_CheckExact
+from cpython.object cimport PyObject
+from cpython.float cimport PyFloat_CheckExact
+from cpython.tuple cimport PyTuple_CheckExact
+from cpython.unicode cimport PyUnicode_CheckExact
 from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_New, PyUnicode_1BYTE_DATA
 from libc.string cimport memcpy
+from libc.math cimport isfinite
+from cpython.float cimport PyFloat_AS_DOUBLE
 
 import os as _os
 import time as _time
@@ -33,7 +41,14 @@ QUEUE_MODE = "__QUEUE_MODE__"
 #: ``error`` values of a pop reply that mean "nothing to deliver right now", not a failure.
 EMPTY_POP_ERRORS = frozenset({"no_available_partition", "partition_not_found", "lease_held"})
 
+# orjson itself (NaN / inf written as null: checked here) or, without orjson, the stdlib
+# engine of queen_sync._json, which does its own NaN check
+cdef object _raw_dumps = _json.raw_dumps
 cdef object _dumps = _json.dumps
+cdef bint _ORJSON = _json.BACKEND == "orjson"
+cdef int _MAX_DEPTH = _json.MAX_DEPTH
+cdef object _py_has_non_finite = _json._has_non_finite
+cdef object _non_finite_error = _json.non_finite_error
 cdef object _loads = _json.loads
 cdef object _loads_fallback = _json.loads_fallback
 cdef tuple _DECODE_ERRORS = (_json.DecodeError, ValueError, TypeError)
@@ -260,28 +275,68 @@ def build_push_items(queue, partition, items, id_source=None):
     return _build_push_items(queue, partition, items, id_source)
 
 
-cdef inline bytes _encode(object obj):
+cdef bint _has_non_finite(object o, int depth) except -1:
+    """True when ``o`` holds a NaN / ±inf float where orjson would write it (compiled form
+    of ``queen_sync._json._has_non_finite``; Enum / dataclass values are left to it)."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject* k
+    cdef PyObject* v
+    cdef object item
+    if PyFloat_CheckExact(o):
+        return not isfinite(PyFloat_AS_DOUBLE(o))
+    if PyUnicode_CheckExact(o) or PyLong_CheckExact(o) or o is None or o is True or o is False:
+        return False
+    if depth >= _MAX_DEPTH:
+        return False
+    if PyDict_Check(o):
+        while PyDict_Next(o, &pos, &k, &v):
+            item = <object>v
+            if PyUnicode_CheckExact(item) or PyLong_CheckExact(item) or item is None:
+                continue
+            if _has_non_finite(item, depth + 1):
+                return True
+        return False
+    if PyList_Check(o) or PyTuple_CheckExact(o):
+        for item in o:
+            if PyUnicode_CheckExact(item) or PyLong_CheckExact(item) or item is None:
+                continue
+            if _has_non_finite(item, depth + 1):
+                return True
+        return False
+    if isinstance(o, (str, int)):
+        return False
+    return bool(_py_has_non_finite(o, depth))
+
+
+cdef inline bytes _encode(object obj, bint nan_as_null=False):
+    cdef bytes body
     try:
-        return _dumps(obj)
+        if not _ORJSON:
+            return _dumps(obj, nan_as_null)
+        body = _raw_dumps(obj)
     except _ENCODE_ERRORS as exc:
         raise InvalidInputError("payload is not JSON-serialisable: %s" % exc) from None
+    # orjson writes NaN / inf as null: look for them only when the body holds a null
+    if not nan_as_null and b"null" in body and _has_non_finite(obj, 0):
+        raise InvalidInputError("payload is not JSON-serialisable: %s" % _non_finite_error(obj))
+    return body
 
 
-def encode_json(obj):
-    """Serialise any body to compact JSON bytes; non-serialisable content raises
-    :class:`InvalidInputError`."""
-    return _encode(obj)
+def encode_json(obj, nan_as_null=False):
+    """Serialise any body to compact JSON bytes (see ``queen_sync._pycodec.encode_json``);
+    NaN / ±Infinity raise :class:`InvalidInputError` unless ``nan_as_null``."""
+    return _encode(obj, nan_as_null)
 
 
-def encode_push_items(wire_items):
+def encode_push_items(wire_items, nan_as_null=False):
     """Encode already-built wire items as a ``POST /api/v1/push`` body ``{"items": [...]}``."""
-    return _encode({"items": wire_items})
+    return _encode({"items": wire_items}, nan_as_null)
 
 
-def encode_push(queue, partition, items, id_source=None):
+def encode_push(queue, partition, items, id_source=None, nan_as_null=False):
     """Build and encode a push body. Returns ``(body, wire_items)``."""
     cdef list wire = _build_push_items(queue, partition, items, id_source)
-    return _encode({"items": wire}), wire
+    return _encode({"items": wire}, nan_as_null), wire
 
 
 # --------------------------------------------------------------------------- ack
@@ -368,11 +423,11 @@ def build_tx_ack_op(message, status, group, error=None):
     return op
 
 
-def encode_transaction(operations):
+def encode_transaction(operations, nan_as_null=False):
     """Encode a ``POST /api/v1/transaction`` body ``{"operations": [...]}``."""
     if not operations:
         raise InvalidInputError("Transaction has no operations to commit")
-    return _encode({"operations": list(operations)})
+    return _encode({"operations": list(operations)}, nan_as_null)
 
 
 # --------------------------------------------------------------------------- lease
@@ -484,12 +539,12 @@ def decode_transaction_result(body):
 # --------------------------------------------------------------------------- buffered push
 
 
-def encode_push_fragment(queue, partition, items, id_source=None):
+def encode_push_fragment(queue, partition, items, id_source=None, nan_as_null=False):
     """Build and encode push items as a fragment: the comma-separated JSON objects of a
     ``{"items": [...]}`` body without the brackets (see
     ``queen_sync._pycodec.encode_push_fragment``). Returns ``(fragment, wire_items)``."""
     cdef list wire = _build_push_items(queue, partition, items, id_source)
-    cdef bytes body = _encode(wire)
+    cdef bytes body = _encode(wire, nan_as_null)
     return body[1:len(body) - 1], wire
 
 
