@@ -115,33 +115,34 @@ def find_non_finite(obj: Any) -> Optional[str]:
     return None
 
 
+_SCALARS = (str, int, bool, type(None))
+_isfinite = _math.isfinite
+
+
 def _has_non_finite(obj: Any, depth: int = 0) -> bool:
     """Fast form of :func:`find_non_finite` (no paths): True when ``obj`` holds a NaN / ±inf."""
     t = type(obj)
     if t is float:
-        return not _math.isfinite(obj)
-    if t is str or t is int or obj is None or t is bool or depth >= MAX_DEPTH:
+        return not _isfinite(obj)
+    if t in _SCALARS or depth >= MAX_DEPTH:
         return False
     if t is dict or isinstance(obj, dict):
-        for v in obj.values():
-            tv = type(v)
-            if tv is str or tv is int or v is None:
-                continue
-            if _has_non_finite(v, depth + 1):
-                return True
-        return False
-    if t is list or t is tuple or isinstance(obj, list):
-        for v in obj:
-            tv = type(v)
-            if tv is str or tv is int or v is None:
-                continue
-            if _has_non_finite(v, depth + 1):
-                return True
-        return False
-    if isinstance(obj, _enum.Enum):
+        values: Any = obj.values()
+    elif t is list or t is tuple or isinstance(obj, list):
+        values = obj
+    elif isinstance(obj, _enum.Enum):
         return _has_non_finite(obj.value, depth)
-    if _is_dataclass_instance(obj):
-        return any(_has_non_finite(v, depth + 1) for _, v in _dataclass_items(obj))
+    elif _is_dataclass_instance(obj):
+        values = [v for _, v in _dataclass_items(obj)]
+    else:
+        return False
+    for v in values:  # scalars inline: a call per container only
+        tv = type(v)
+        if tv is float:
+            if not _isfinite(v):
+                return True
+        elif tv not in _SCALARS and _has_non_finite(v, depth + 1):
+            return True
     return False
 
 
