@@ -1,6 +1,7 @@
 #!/usr/bin/env python
-"""Consume throughput: queen_sync's thread-pool consumer against the official async client
-``queen-mq`` (0.15.0), in the same run, against the same broker, on the same messages.
+"""Consume throughput and client CPU: queen_sync's thread-pool consumer against the official
+async client ``queen-mq`` (0.15.0) and the floor (a minimal urllib3 + orjson client,
+``benchmarks/_floor.py``), in the same run, against the same broker, on the same messages.
 
 Usage::
 
@@ -20,8 +21,14 @@ auto-ack, and the long-poll wait on:
   signal at the N-th message); the time runs until that N-th handler call (the last acks
   are not included, which favours queen-mq slightly).
 
-msg/s is wall clock; the ratio is queen_sync / queen-mq (higher is better). The broker runs
-in another process; the embedded broker is Python, so absolute numbers are bounded by it.
+- floor: ``concurrency`` threads looping pop (same long poll, batch and its own group) →
+  no-op handler → one ack request for what was popped, replies decoded with orjson and
+  verdicts counted; the time runs until the N-th ack.
+
+msg/s is wall clock; ``us/msg`` is this process's CPU time (``time.process_time()``: the
+broker runs in another process) per message; ``xfl`` divides it by the floor's (lower is
+better, 1.00 is the floor); ``ratio`` is queen_sync / queen-mq msg/s (higher is better). The
+embedded broker is Python, so absolute numbers are bounded by it.
 """
 
 from __future__ import annotations
@@ -35,9 +42,10 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from _common import print_header, queen_mq, start_broker, stop_broker  # puts the checkout on sys.path
+from _floor import FloorClient
 
 import queen_sync
 from queen_sync import Queen
@@ -52,7 +60,7 @@ def fill(q: Queen, queue: str, messages: int, partitions: int) -> None:
             q.queue(queue).partition("p%02d" % p).push(chunk)
 
 
-def run_ours(q: Queen, queue: str, concurrency: int, batch: int, messages: int) -> float:
+def run_ours(q: Queen, queue: str, concurrency: int, batch: int, messages: int) -> Tuple[float, float]:
     count = [0]
     lock = threading.Lock()
 
@@ -60,18 +68,18 @@ def run_ours(q: Queen, queue: str, concurrency: int, batch: int, messages: int) 
         with lock:
             count[0] += len(m) if isinstance(m, list) else 1
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = (
         q.queue(queue).group("ours").concurrency(concurrency).batch(batch).limit(messages)
         .idle_millis(30000).consume(handler)
     )
-    took = time.perf_counter() - t0
+    took, cpu = time.perf_counter() - t0, time.process_time() - c0
     if res.handled != messages or res.acked != messages or count[0] != messages:
         raise SystemExit("queen_sync consumed %r (handler saw %d), expected %d" % (res, count[0], messages))
-    return messages / took
+    return messages / took, cpu / messages * 1e6
 
 
-async def _official(url: str, queue: str, concurrency: int, batch: int, messages: int) -> float:
+async def _official(url: str, queue: str, concurrency: int, batch: int, messages: int) -> Tuple[float, float]:
     done = asyncio.Event()
     count = [0]
     t_end = [0.0]
@@ -82,22 +90,40 @@ async def _official(url: str, queue: str, concurrency: int, batch: int, messages
             t_end[0] = time.perf_counter()
             done.set()
 
+    c_end = [0.0]
+
+    async def handler_cpu(m: Any) -> None:
+        await handler(m)
+        if done.is_set() and not c_end[0]:
+            c_end[0] = time.process_time()
+
     async with queen_mq.Queen(url) as q:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         task = asyncio.ensure_future(
             q.queue(queue).group("official").concurrency(concurrency).batch(batch).timeout_millis(1000)
-            .consume(handler, signal=done)
+            .consume(handler_cpu, signal=done)
         )
         await asyncio.wait_for(done.wait(), timeout=600)
         await asyncio.wait_for(task, timeout=60)
     if count[0] < messages:
         raise SystemExit("queen-mq consumed %d, expected %d" % (count[0], messages))
-    return messages / (t_end[0] - t0)
+    return messages / (t_end[0] - t0), (c_end[0] - c0) / messages * 1e6
 
 
-def run_official(url: str, queue: str, concurrency: int, batch: int, messages: int) -> float:
+def run_official(url: str, queue: str, concurrency: int, batch: int, messages: int) -> Tuple[float, float]:
     with contextlib.redirect_stdout(io.StringIO()):  # it prints on some paths
         return asyncio.run(_official(url, queue, concurrency, batch, messages))
+
+
+def run_floor(url: str, queue: str, concurrency: int, batch: int, messages: int) -> Tuple[float, float, int]:
+    floor = FloorClient(url, maxsize=max(8, concurrency))
+    try:
+        wall, cpu, acked = floor.consume(queue, "floor", concurrency, batch, messages)
+    finally:
+        floor.close()
+    if acked < messages:
+        raise SystemExit("floor consumed %d, expected %d" % (acked, messages))
+    return wall, cpu, acked
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -113,16 +139,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("broker: %s; queen_sync codec %s; %d messages per cell over %d partitions; no-op handler, auto-ack"
               % ("QUEEN_URL " + url if proc is None else "embedded (subprocess) " + url,
                  queen_sync.codec_backend, opts.messages, opts.partitions))
-        header = "%-12s %-6s %14s %14s %8s" % ("concurrency", "batch", "queen_sync/s", "queen-mq/s", "ratio")
+        header = "%-11s %-5s | %8s %7s | %8s %7s %6s | %8s %7s %6s | %7s" % (
+            "concurrency", "batch", "floor/s", "us/msg", "ours/s", "us/msg", "xfl", "mq/s", "us/msg", "xfl", "ratio",
+        )
         print_header(header)
         with Queen(url) as q:
             for c in [int(x) for x in opts.concurrency.split(",")]:
                 for b in [int(x) for x in opts.batch.split(",")]:
                     queue = "bench-consume-%s" % uuid.uuid4().hex[:8]
                     fill(q, queue, opts.messages, opts.partitions)
+                    fwall, fcpu, facked = run_floor(url, queue, c, b, opts.messages)
+                    floor = (opts.messages / fwall, fcpu / opts.messages * 1e6)
                     ours = run_ours(q, queue, c, b, opts.messages)
-                    theirs = run_official(url, queue, c, b, opts.messages) if queen_mq is not None else float("nan")
-                    print("%-12d %-6d %14.0f %14.0f %7.2fx" % (c, b, ours, theirs, ours / theirs), flush=True)
+                    nan = float("nan")
+                    theirs = run_official(url, queue, c, b, opts.messages) if queen_mq is not None else (nan, nan)
+                    print(
+                        "%-11d %-5d | %8.0f %7.1f | %8.0f %7.1f %5.2fx | %8.0f %7.1f %5.2fx | %6.2fx"
+                        % (c, b, floor[0], floor[1], ours[0], ours[1], ours[1] / floor[1],
+                           theirs[0], theirs[1], theirs[1] / floor[1], ours[0] / theirs[0]),
+                        flush=True,
+                    )
                     with contextlib.suppress(Exception):
                         q.queue(queue).delete()
     finally:

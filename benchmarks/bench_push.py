@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Push throughput, client CPU per message and single-push latency: queen_sync against the
-official async client ``queen-mq`` (0.15.0), in the same run, against the same broker.
+official async client ``queen-mq`` (0.15.0) and the floor (a minimal urllib3 + orjson client,
+``benchmarks/_floor.py``), in the same run, against the same broker.
 
 Usage::
 
@@ -22,8 +23,13 @@ What is measured:
   needs a client created inside that event loop (an httpx AsyncClient cannot be shared
   across loops), so the client is created and closed per call.
 
-Ratios are queen_sync / queen-mq (throughput: higher is better; CPU and latency: lower is
-better). The broker is the embedded Python one unless ``QUEEN_URL`` is set, so absolute
+- floor: the same requests from a minimal urllib3 + orjson client, bodies built before the
+  clock, replies decoded and verdicts counted (for ``buffered 1-item``: the 1000-item bodies
+  the buffer ends up sending). ``xfl CPU`` is CPU per message divided by the floor's, for
+  queen_sync (``ours``) and queen-mq (``mq``); lower is better, 1.00 is the floor.
+
+Ratios ``x msg/s`` / ``x CPU`` are queen_sync / queen-mq (throughput: higher is better; CPU
+and latency: lower is better). The broker is the embedded Python one unless ``QUEEN_URL`` is set, so absolute
 throughput is bounded by it; the CPU column is the client's own cost.
 """
 
@@ -43,6 +49,7 @@ import uuid
 from typing import Any, Dict, List, Tuple
 
 from _common import print_header, queen_mq, start_broker, stop_broker  # puts the checkout on sys.path
+from _floor import FloorClient
 
 import queen_sync
 from queen_sync import Queen
@@ -152,6 +159,37 @@ def theirs_latency(url: str, queue: str, n: int) -> List[float]:
     return out
 
 
+# --------------------------------------------------------------------------- floor
+
+
+def floor_push(url: str, queue: str, batch: int, threads: int, total: int, buffered: bool) -> Tuple[float, float]:
+    if buffered:  # what the buffer sends: bodies of up to 1000 items
+        batch = min(1000, total)
+    items = payloads(batch)
+    calls = split(total // batch, threads)
+    floor = FloorClient(url, maxsize=max(8, threads))
+    try:
+        bodies = [FloorClient.push_bodies(queue, items, n) for n in calls]  # before the clock
+        return floor.push_run(bodies, batch)
+    finally:
+        floor.close()
+
+
+def floor_latency(url: str, queue: str, n: int) -> List[float]:
+    floor = FloorClient(url, maxsize=1)
+    bodies = [FloorClient.push_bodies(queue, [{"data": {"i": i}}], 1)[0] for i in range(n + 1)]
+    out = []
+    try:
+        floor.push(bodies[-1], 1)  # warm the connection
+        for body in bodies[:n]:
+            t = time.perf_counter()
+            floor.push(body, 1)
+            out.append(time.perf_counter() - t)
+    finally:
+        floor.close()
+    return out
+
+
 # --------------------------------------------------------------------------- driver
 
 
@@ -191,44 +229,41 @@ def main() -> int:
             total = max(batch, total - total % batch)
             for threads in (1, 8):
                 r: Dict[str, Any] = {"name": name, "threads": threads, "total": total}
-                for who, fn in (("ours", ours_push), ("theirs", theirs_push)):
+                for who, fn in (("floor", floor_push), ("ours", ours_push), ("theirs", theirs_push)):
                     queue = "bench-%s-%s-%d-%d-%s" % (run_id, who, batch, threads, "b" if buffered else "u")
                     wall, cpu = fn(url, queue, batch, threads, total, buffered)
                     r[who] = (total / wall, cpu / total * 1e6)
                     admin.queue(queue).delete()
                 rows.append(r)
                 print(
-                    "  done: %-16s threads=%d  ours %.0f msg/s, queen-mq %.0f msg/s"
-                    % (name, threads, r["ours"][0], r["theirs"][0]),
+                    "  done: %-16s threads=%d  floor %.0f msg/s, ours %.0f msg/s, queen-mq %.0f msg/s"
+                    % (name, threads, r["floor"][0], r["ours"][0], r["theirs"][0]),
                     flush=True,
                 )
 
         lq = "bench-%s-lat" % run_id
         lo = ours_latency(url, lq + "-ours", opts.latency_samples)
         lt = theirs_latency(url, lq + "-theirs", max(50, opts.latency_samples // 2))
-        admin.queue(lq + "-ours").delete()
-        admin.queue(lq + "-theirs").delete()
+        lf = floor_latency(url, lq + "-floor", opts.latency_samples)
+        for suffix in ("-ours", "-theirs", "-floor"):
+            admin.queue(lq + suffix).delete()
 
         print()
-        print("Throughput and client CPU (ratio = queen_sync / queen-mq)")
-        hdr = "%-17s %7s %8s | %11s %11s | %11s %11s | %9s %9s" % (
-            "workload", "threads", "messages", "ours msg/s", "ours us/msg", "mq msg/s", "mq us/msg", "x msg/s", "x CPU",
+        print("Throughput and client CPU per message (us); xfl = CPU per message / the floor's; x = queen_sync / queen-mq")
+        hdr = "%-16s %3s %6s | %8s %6s | %8s %6s %6s | %8s %6s %6s | %7s %6s" % (
+            "workload", "thr", "msgs", "fl msg/s", "fl us", "ours/s", "us", "xfl", "mq/s", "us", "xfl", "x msg/s", "x CPU",
         )
         print_header(hdr)
         for r in rows:
-            o, t = r["ours"], r["theirs"]
+            f, o, t = r["floor"], r["ours"], r["theirs"]
             print(
-                "%-17s %7s %8d | %11.0f %11.1f | %11.0f %11.1f | %8.2fx %8.2fx"
+                "%-16s %3s %6d | %8.0f %6.1f | %8.0f %6.1f %5.2fx | %8.0f %6.1f %5.2fx | %6.2fx %5.2fx"
                 % (
-                    r["name"],
-                    "1" if r["threads"] == 1 else "8",
-                    r["total"],
-                    o[0],
-                    o[1],
-                    t[0],
-                    t[1],
-                    o[0] / t[0],
-                    o[1] / t[1],
+                    r["name"], r["threads"], r["total"],
+                    f[0], f[1],
+                    o[0], o[1], o[1] / f[1],
+                    t[0], t[1], t[1] / f[1],
+                    o[0] / t[0], o[1] / t[1],
                 )
             )
         print("(threads=8: queen_sync uses 8 OS threads on one Queen; queen-mq 8 asyncio tasks on one client)")
@@ -237,6 +272,7 @@ def main() -> int:
         hdr2 = "%-44s %8s %8s %8s %8s" % ("client", "samples", "p50", "p99", "mean")
         print_header(hdr2)
         for label, xs in (
+            ("floor: urllib3 POST of a pre-built body", lf),
             ("queen_sync: q.queue(..).push(...)", lo),
             ("queen-mq: asyncio.run(new client + push)", lt),
         ):
@@ -245,8 +281,8 @@ def main() -> int:
                 % (label, len(xs), pct(xs, 50) * 1e3, pct(xs, 99) * 1e3, statistics.mean(xs) * 1e3)
             )
         print(
-            "ratio p50 %.2fx, p99 %.2fx (queen_sync / queen-mq; lower is better)"
-            % (pct(lo, 50) / pct(lt, 50), pct(lo, 99) / pct(lt, 99))
+            "ratio p50 %.2fx, p99 %.2fx (queen_sync / queen-mq); p50 %.2fx (queen_sync / floor); lower is better"
+            % (pct(lo, 50) / pct(lt, 50), pct(lo, 99) / pct(lt, 99), pct(lo, 50) / pct(lf, 50))
         )
     finally:
         admin.close()

@@ -244,18 +244,24 @@ def build_push_items(
     return out
 
 
-def encode_json(obj: Any) -> bytes:
-    """Serialise any body to compact JSON bytes; non-serialisable content raises
-    :class:`InvalidInputError`."""
+def encode_json(obj: Any, nan_as_null: bool = False) -> bytes:
+    """Serialise any body to compact JSON bytes (the rules of :mod:`queen_sync._json`).
+
+    NaN / ±Infinity floats raise :class:`InvalidInputError` naming where they sit, unless
+    ``nan_as_null`` is true (then they are written as ``null``). Any other content JSON
+    cannot carry (bytes, sets, non-str keys, ints beyond 64 bits, nesting deeper than 254)
+    raises :class:`InvalidInputError` too.
+    """
     try:
-        return _json.dumps(obj)
+        return _json.dumps(obj, nan_as_null)
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidInputError("payload is not JSON-serialisable: %s" % exc) from None
 
 
-def encode_push_items(wire_items: List[Dict[str, Any]]) -> bytes:
-    """Encode already-built wire items as a ``POST /api/v1/push`` body ``{"items": [...]}``."""
-    return encode_json({"items": wire_items})
+def encode_push_items(wire_items: List[Dict[str, Any]], nan_as_null: bool = False) -> bytes:
+    """Encode already-built wire items as a ``POST /api/v1/push`` body ``{"items": [...]}``
+    (``nan_as_null`` as in :func:`encode_json`)."""
+    return encode_json({"items": wire_items}, nan_as_null)
 
 
 def encode_push(
@@ -263,11 +269,12 @@ def encode_push(
     partition: Optional[str],
     items: Sequence[Mapping[str, Any]],
     id_source: Optional[Callable[[], str]] = None,
+    nan_as_null: bool = False,
 ) -> Tuple[bytes, List[Dict[str, Any]]]:
     """Build and encode a push body. Returns ``(body, wire_items)``; see
-    :func:`build_push_items` for the item rules."""
+    :func:`build_push_items` for the item rules and :func:`encode_json` for ``nan_as_null``."""
     wire = build_push_items(queue, partition, items, id_source)
-    return encode_push_items(wire), wire
+    return encode_push_items(wire, nan_as_null), wire
 
 
 # --------------------------------------------------------------------------- ack
@@ -374,11 +381,12 @@ def build_tx_ack_op(
     return op
 
 
-def encode_transaction(operations: Sequence[Mapping[str, Any]]) -> bytes:
-    """Encode a ``POST /api/v1/transaction`` body ``{"operations": [...]}``."""
+def encode_transaction(operations: Sequence[Mapping[str, Any]], nan_as_null: bool = False) -> bytes:
+    """Encode a ``POST /api/v1/transaction`` body ``{"operations": [...]}`` (``nan_as_null``
+    as in :func:`encode_json`)."""
     if not operations:
         raise InvalidInputError("Transaction has no operations to commit")
-    return encode_json({"operations": list(operations)})
+    return encode_json({"operations": list(operations)}, nan_as_null)
 
 
 # --------------------------------------------------------------------------- lease
@@ -498,20 +506,22 @@ def encode_push_fragment(
     partition: Optional[str],
     items: Sequence[Mapping[str, Any]],
     id_source: Optional[Callable[[], str]] = None,
+    nan_as_null: bool = False,
 ) -> Tuple[bytes, List[Dict[str, Any]]]:
     """Build and encode push items as a **fragment**: the comma-separated JSON objects of a
     ``{"items": [...]}`` body, without the brackets (``b""`` for no items).
 
     Used by the buffered producer: items are encoded (and validated) when pushed, and a batch
     body is :func:`join_push_fragments` of the buffered fragments. Returns ``(fragment,
-    wire_items)``; item rules as in :func:`build_push_items`.
+    wire_items)``; item rules as in :func:`build_push_items`, ``nan_as_null`` as in
+    :func:`encode_json`.
 
     Raises:
         InvalidInputError: a bad item, ``transactionId`` / ``traceId``, or a payload that is
-            not JSON-serialisable.
+            not JSON-serialisable (NaN / ±Infinity included unless ``nan_as_null``).
     """
     wire = build_push_items(queue, partition, items, id_source)
-    return encode_json(wire)[1:-1], wire
+    return encode_json(wire, nan_as_null)[1:-1], wire
 
 
 def join_push_fragments(fragments: Sequence[bytes]) -> bytes:

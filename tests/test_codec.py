@@ -375,21 +375,37 @@ def test_build_push_items_rejects_non_sequence(backend: types.ModuleType) -> Non
 
 @pytest.mark.parametrize(
     "payload",
-    [object(), {1, 2}, {"k": b"bytes"}, "\ud800"]
-    # orjson refuses non-str keys (stdlib json turns them into strings)
-    + ([{1: "int key"}] if _json.BACKEND == "orjson" else []),
+    [object(), {1, 2}, {"k": b"bytes"}, "\ud800", {1: "int key"}],
 )
 def test_encode_push_rejects_unserialisable_payload(backend: types.ModuleType, payload: Any) -> None:
     with pytest.raises(InvalidInputError):
         backend.encode_push("q", None, [{"data": payload}], counter_ids())
 
 
-def test_non_finite_floats_are_sent_as_null(backend: types.ModuleType) -> None:
-    """JSON has no NaN / Infinity: both backends (orjson or stdlib) write ``null``."""
+def test_non_finite_floats_are_refused_unless_opted_in(backend: types.ModuleType) -> None:
+    """JSON has no NaN / Infinity: refused before sending (naming where), or ``null`` on opt-in."""
     nan, inf = float("nan"), float("inf")
-    body, _ = backend.encode_push("q", None, [{"data": {"a": nan, "b": [inf, -inf, 1.5]}, "transactionId": "t"}])
+    items = [{"data": {"a": nan, "b": [inf, -inf, 1.5]}, "transactionId": "t"}]
+    with pytest.raises(InvalidInputError, match=r"NaN / Infinity float at \$\.items\[0\]\.payload\.a\b"):
+        backend.encode_push("q", None, items)
+    with pytest.raises(InvalidInputError, match=r"at \$\.b\[1\]"):
+        backend.encode_json({"a": None, "b": [1.5, -inf]})
+    with pytest.raises(InvalidInputError):
+        backend.encode_push_fragment("q", None, items)
+    with pytest.raises(InvalidInputError):
+        backend.encode_transaction([backend.build_tx_push_op("q", None, items)])
+    for value in (nan, inf, -inf, [None, nan], {"k": (None, inf)}):
+        with pytest.raises(InvalidInputError):
+            backend.encode_json(value)
+    body, _ = backend.encode_push("q", None, items, None, True)
     assert body == b'{"items":[{"queue":"q","payload":{"a":null,"b":[null,null,1.5]},"transactionId":"t"}]}'
-    assert backend.encode_json(nan) == b"null"
+    assert backend.encode_push("q", None, items, nan_as_null=True)[0] == body
+    assert backend.encode_json(nan, nan_as_null=True) == b"null"
+    assert backend.encode_push_fragment("q", None, items, nan_as_null=True)[0] == body[10:-2]
+    # a None (null) or the text "null" beside finite floats is no NaN
+    assert backend.encode_json({"a": None, "s": "null", "f": [1.5, -0.0, 1e308]}) == (
+        b'{"a":null,"s":"null","f":[1.5,-0.0,1e+308]}'
+    )
 
 
 def test_encode_json(backend: types.ModuleType) -> None:
@@ -397,11 +413,8 @@ def test_encode_json(backend: types.ModuleType) -> None:
     assert backend.encode_json(2**63 - 1) == b"9223372036854775807"
     with pytest.raises(InvalidInputError):
         backend.encode_json({"a": object()})
-    if _json.BACKEND == "orjson":
-        with pytest.raises(InvalidInputError):
-            backend.encode_json({"big": 2**64})
-    else:
-        assert backend.encode_json({"big": 2**64}) == b'{"big":18446744073709551616}'
+    with pytest.raises(InvalidInputError):  # both JSON engines refuse ints beyond 64 bits
+        backend.encode_json({"big": 2**64})
 
 
 def test_push_fragments(backend: types.ModuleType) -> None:
@@ -669,22 +682,28 @@ def stdlib_json(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     return mod
 
 
-def test_stdlib_json_writes_non_finite_floats_as_null(stdlib_json: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stdlib_json_refuses_non_finite_floats(stdlib_json: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     nan, inf = float("nan"), float("inf")
     value = {"a": nan, "b": [inf, (-inf, 2.5)], "c": {"d": [nan]}, "e": "é", "f": None}
     expected = b'{"a":null,"b":[null,[null,2.5]],"c":{"d":[null]},"e":"\xc3\xa9","f":null}'
-    assert stdlib_json.dumps(value) == expected
+    with pytest.raises(stdlib_json.NonFiniteFloatError, match=r"at \$\.a\b"):
+        stdlib_json.dumps(value)
+    assert stdlib_json.dumps(value, nan_as_null=True) == expected
     if _json.BACKEND == "orjson":
-        assert _json.dumps(value) == expected  # same bytes as orjson
-    assert stdlib_json.dumps(nan) == b"null"
+        assert _json.dumps(value, nan_as_null=True) == expected  # same bytes as orjson
+        with pytest.raises(_json.NonFiniteFloatError, match=r"at \$\.a\b"):
+            _json.dumps(value)
+    assert stdlib_json.dumps(nan, True) == b"null"
     assert stdlib_json.dumps({"x": 1.5}) == b'{"x":1.5}'
     loop: list = [nan]
     loop.append(loop)
-    with pytest.raises(ValueError):  # a cycle is still refused, not looped on
-        stdlib_json.dumps(loop)
+    with pytest.raises(TypeError):  # a cycle is still refused (orjson: "Recursion limit reached")
+        stdlib_json.dumps(loop, True)
     # through the pure codec, as on an interpreter without orjson
     monkeypatch.setattr(_pycodec, "_json", stdlib_json)
-    body, _ = _pycodec.encode_push("q", None, [{"data": [nan, 1], "transactionId": "t"}])
+    with pytest.raises(InvalidInputError, match="NaN"):
+        _pycodec.encode_push("q", None, [{"data": [nan, 1], "transactionId": "t"}])
+    body, _ = _pycodec.encode_push("q", None, [{"data": [nan, 1], "transactionId": "t"}], nan_as_null=True)
     assert body == b'{"items":[{"queue":"q","payload":[null,1],"transactionId":"t"}]}'
     with pytest.raises(InvalidInputError):
         _pycodec.encode_json({"a": object()})

@@ -355,6 +355,53 @@ def test_minting_identical_with_fixed_randomness(n: Any, ) -> None:
         _os.urandom, _time.time_ns = real_urandom, real_time_ns
 
 
+@SETTINGS
+@given(queue=queues, partition=partitions, items=items_seqs, nan_as_null=st.booleans())
+def test_minted_push_bodies_identical(queue: Any, partition: Any, items: Any, nan_as_null: bool) -> None:
+    """Without an ``id_source`` (the production path: the compiled backend's one-pass
+    builder) both backends give the same bodies, and the same error text, once the
+    randomness and the clock are fixed."""
+    import os as _os
+    import time as _time
+
+    real_urandom, real_time_ns = _os.urandom, _time.time_ns
+    _os.urandom = lambda k: bytes((i * 37 + 11) & 0xFF for i in range(k))
+    _time.time_ns = lambda: 1_796_019_420_836_123_456
+    try:
+        for name in ("build_push_items", "encode_push", "encode_push_fragment"):
+            extra = () if name == "build_push_items" else (None, nan_as_null)
+            got = []
+            for backend in (PY, CY):
+                try:
+                    got.append(("ok", getattr(backend, name)(queue, partition, items, *extra)))
+                except Exception as exc:  # noqa: BLE001 - class and text are compared
+                    got.append(("raised", type(exc), str(exc)))
+            assert got[0] == got[1], (name, got)
+    finally:
+        _os.urandom, _time.time_ns = real_urandom, real_time_ns
+
+
+def test_non_finite_refusals_identical() -> None:
+    """NaN / ±inf: same refusal text (the place named) on every encode path, both backends."""
+    items = [{"data": {"a": 1.5, "b": None}}, {"data": [None, {"x": float("nan")}]}]
+    op = {"type": "push", "items": [{"queue": "q", "payload": [float("-inf")], "transactionId": "t"}]}
+    for name, args in (
+        ("encode_push", ("q", "p", items)),
+        ("encode_push_fragment", ("q", None, items)),
+        ("encode_push_items", ([{"payload": float("inf")}],)),
+        ("encode_json", ({"k": (1, float("nan"))},)),
+        ("encode_transaction", ([op],)),
+    ):
+        texts = []
+        for backend in (PY, CY):
+            with pytest.raises(Exception) as info:
+                getattr(backend, name)(*args)
+            assert info.type.__name__ == "InvalidInputError"
+            texts.append(str(info.value))
+        assert texts[0] == texts[1], (name, texts)
+        assert "NaN / Infinity float at $" in texts[0]
+
+
 # --------------------------------------------------------------------------- decode parity
 
 pop_messages = st.fixed_dictionaries(

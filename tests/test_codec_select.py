@@ -57,3 +57,41 @@ def test_broken_compiled_codec_warns(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "python"
     assert "WARNING queen_sync.codec compiled codec queen_sync._ccodec failed to import" in out.stderr, out.stderr
+
+
+_CHILD_NO_LOGGING = """
+import sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()
+                    and "editable" not in getattr(type(f), "__module__", "").lower()]
+import queen_sync
+import queen_sync.codec, queen_sync.client  # importing more modules must not warn again
+print(queen_sync.codec_backend)
+"""
+
+
+def test_failed_build_marker_warns_once_at_import(tmp_path: Path) -> None:
+    # setup.py leaves this marker when the compile failed: the pure codec is then an accident
+    pkg = _copy_package(tmp_path)
+    (pkg / "_ccodec_not_built.txt").write_text("could not compile queen_sync._ccodec (CompileError: boom)\n")
+    out = _run_child(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "python"
+    lines = [line for line in out.stderr.splitlines() if "queen_sync.codec" in line]
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("WARNING queen_sync.codec queen_sync is running its pure-Python codec"), lines
+    assert "CompileError: boom" in lines[0] and "install a C compiler" in lines[0]
+    # with logging left unconfigured (a plain script) it still reaches stderr, once
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEEN_SYNC_")}
+    env["PYTHONPATH"] = str(tmp_path)
+    plain = subprocess.run(
+        [sys.executable, "-c", _CHILD_NO_LOGGING], env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stderr.count("running its pure-Python codec") == 1, plain.stderr
+    # choosing the pure codec on purpose silences it
+    env["QUEEN_SYNC_NO_EXTENSIONS"] = "1"
+    chosen = subprocess.run(
+        [sys.executable, "-c", _CHILD_NO_LOGGING], env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60
+    )
+    assert chosen.returncode == 0 and chosen.stdout.strip() == "python", chosen.stderr
+    assert "pure-Python codec" not in chosen.stderr, chosen.stderr

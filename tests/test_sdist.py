@@ -1,10 +1,12 @@
-"""The sdist installs without a C compiler: the build skips the extension with a warning and
-the package runs on the pure-Python codec.
+"""The sdist installs without a C compiler: the build skips the extension with a warning,
+the wheel it makes is a pure ``py3-none-any`` one, and the installed package runs on the
+pure-Python codec and says so with one WARNING at import.
 
-Builds the sdist (``python -m build --sdist``), installs it into a fresh venv with
-``CC=/bin/false CXX=/bin/false`` (pip fetches setuptools / Cython / urllib3 / orjson from
-its cache or PyPI), then in that venv checks ``codec_backend == "python"``, a codec round
-trip and a push/pop round trip through the embedded broker.
+Builds the sdist (``python -m build --sdist``), builds a wheel from it with
+``CC=/bin/false CXX=/bin/false`` (``pip wheel``: pip fetches setuptools / Cython from its
+cache or PyPI), installs that wheel into a fresh venv, then in that venv checks
+``codec_backend == "python"``, the import-time warning, a codec round trip and a push/pop
+round trip through the embedded broker.
 
 Slow (~20-60 s), so it runs once per CI run: it is skipped when ``QUEEN_SYNC_NO_EXTENSIONS``
 (the pure-backend pass) or ``QUEEN_SYNC_SKIP_SDIST_TEST`` (wheel tests) is set, and when not
@@ -39,7 +41,7 @@ pytestmark = [
 
 CHILD = r"""
 import os, sys
-import queen_sync
+import queen_sync  # logging unconfigured: the warning reaches stderr through the last resort
 from queen_sync import codec
 
 assert "site-packages" in queen_sync.__file__, queen_sync.__file__
@@ -85,13 +87,26 @@ def test_sdist_installs_pure_without_compiler(tmp_path: Path) -> None:
     py = str(venv / "bin" / "python")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEEN_SYNC_", "PYTHON", "VIRTUAL_ENV"))}
     env.update({"CC": "/bin/false", "CXX": "/bin/false", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-    install = subprocess.run(
-        [py, "-m", "pip", "install", "-v", sdist], capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path
+    wheels = tmp_path / "wheels"
+    wheel = subprocess.run(
+        [py, "-m", "pip", "wheel", "-v", "--no-deps", "--wheel-dir", str(wheels), sdist],
+        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path,
     )
-    output = install.stdout + install.stderr
-    assert install.returncode == 0, output[-4000:]
+    output = wheel.stdout + wheel.stderr
+    assert wheel.returncode == 0, output[-4000:]
     assert "could not compile the optional extension queen_sync._ccodec" in output, output[-4000:]
+    assert "building a pure-Python wheel (py3-none-any)" in output, output[-4000:]
+    (built,) = glob.glob(str(wheels / "*.whl"))
+    # not cp3xx-cp3xx-linux_x86_64: a platform wheel without its .so would shadow real builds
+    assert Path(built).name == "queen_sync-0.1.0-py3-none-any.whl", built
+
+    install = subprocess.run(
+        [py, "-m", "pip", "install", built], capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path
+    )
+    assert install.returncode == 0, (install.stdout + install.stderr)[-4000:]
 
     run = subprocess.run([py, "-c", CHILD], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "SDIST-OK python" in run.stdout
+    assert run.stderr.count("queen_sync is running its pure-Python codec because the compiled one could not") == 1, run.stderr
+    assert "could not compile queen_sync._ccodec" in run.stderr, run.stderr
