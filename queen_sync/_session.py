@@ -42,8 +42,12 @@ class Session:
         producer: "BufferManager",
         consumers: ConsumerRegistry,
         options: Optional[QueueOptionMemory] = None,
+        *,
+        nan_as_null: bool = False,
     ) -> None:
         self.transport = transport
+        #: payload NaN / ±Infinity are sent as ``null`` instead of refused (``Queen(nan_as_null=)``)
+        self.nan_as_null = nan_as_null
         self.producer = producer
         self.consumers = consumers
         self.options = options if options is not None else QueueOptionMemory()

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from . import acks, groups, tracing
 from ._session import Session
-from ._validate import int_arg
+from ._validate import bool_arg, int_arg
 from .admin import Admin
 from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, Consumer, in_consumer_thread, stop_consumers_for_close
 from .errors import InvalidInputError
@@ -128,6 +128,9 @@ class Queen:
         cert_file / key_file: PEM client certificate (and key, if separate) for mutual TLS.
         ssl_context: a ready :class:`ssl.SSLContext` for ``https`` brokers, used as is
             (instead of the three above). See :class:`queen_sync.transport.Transport`.
+        nan_as_null: send payload NaN / ±Infinity as ``null`` (default False: a push,
+            buffered push or transaction holding one raises InvalidInputError naming where
+            it sits, before anything is sent; JSON cannot represent them).
 
     Retry safety per call is listed in :mod:`queen_sync.transport`; buffered pushes in
     :mod:`queen_sync.producer`.
@@ -162,6 +165,7 @@ class Queen:
         cert_file: Optional[str] = None,
         key_file: Optional[str] = None,
         ssl_context: Optional[ssl.SSLContext] = None,
+        nan_as_null: bool = False,
     ) -> None:
         self._urls = _parse_urls(url, urls)
         int_arg("close_timeout_millis", close_timeout_millis, 0)
@@ -186,11 +190,12 @@ class Queen:
             ssl_context=ssl_context,
         )
         self._timeout_millis = self._transport.timeout_millis
+        nan_as_null = bool_arg("nan_as_null", nan_as_null)
         self._producer = BufferManager(
-            self._transport, close_timeout_millis=close_timeout_millis, backoff=backoff
+            self._transport, close_timeout_millis=close_timeout_millis, backoff=backoff, nan_as_null=nan_as_null
         )
         # what the builders and features get instead of the client (the wire requester & co)
-        self._session = Session(self._transport, self._producer, _ConsumerRegistry(self))
+        self._session = Session(self._transport, self._producer, _ConsumerRegistry(self), nan_as_null=nan_as_null)
         self._admin = Admin(self._session)
         #: internal: send one call as the features do (see :meth:`Session.request`)
         self._request: Callable[..., Response] = self._session.request

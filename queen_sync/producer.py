@@ -577,8 +577,10 @@ class BufferManager:
         *,
         close_timeout_millis: int = DEFAULT_CLOSE_TIMEOUT_MILLIS,
         backoff: Optional[Backoff] = None,
+        nan_as_null: bool = False,
     ) -> None:
         self._transport = transport
+        self._nan_as_null = nan_as_null  # see Queen(nan_as_null=): checked when a message is buffered
         self._close_timeout_millis = close_timeout_millis
         self._backoff = backoff if backoff is not None else ExponentialBackoff(100, 5000)
         self._lock = threading.Lock()
@@ -656,7 +658,7 @@ class BufferManager:
         wire_all: List[Dict[str, Any]] = []
         for start in range(0, n, step):
             chunk = items[start : start + step]
-            frag, wire = codec.encode_push_fragment(queue, partition, chunk)
+            frag, wire = codec.encode_push_fragment(queue, partition, chunk, nan_as_null=self._nan_as_null)
             fragments.append((frag, len(chunk)))
             wire_all.extend(wire)
         self.buffer_for(queue, partition, options).add(fragments)

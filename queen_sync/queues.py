@@ -252,8 +252,9 @@ class QueueBuilder:
             ``push([])`` returns ``[]`` without a request. With :meth:`buffer` the results
             are this client's ``"pending"`` receipts instead (see there).
 
-        Payloads are sent as JSON: NaN and ±Infinity (which JSON cannot represent) are sent
-        as ``null``; numbers are not checked one by one.
+        Payloads are sent as JSON: NaN and ±Infinity (which JSON cannot represent) raise
+        InvalidInputError naming where they sit, unless the client was made with
+        ``Queen(nan_as_null=True)``, which sends them as ``null``.
 
         Raises:
             InvalidInputError: a bad item (not a dict, an unknown key, both or neither of
@@ -274,7 +275,7 @@ class QueueBuilder:
         if self._buffer is not None:  # buffered: see buffer() and queen_sync/producer.py
             self._session.check_open()
             return self._session.producer.push(self._name, self._partition, lst, self._buffer)
-        body, _wire = codec.encode_push(self._name, self._partition, lst)
+        body, _wire = codec.encode_push(self._name, self._partition, lst, nan_as_null=self._session.nan_as_null)
         results, status = wire_messages.push(
             self._session, body, queue=self._name, partition=self._partition, count=len(lst)
         )

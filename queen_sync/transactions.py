@@ -201,7 +201,7 @@ class TransactionBuilder:
         if self._outcome == "rejected":
             raise InvalidInputError("this transaction was rejected by the broker; build a new one")
         if self._body is None:
-            self._body = codec.encode_transaction(self._ops)
+            self._body = codec.encode_transaction(self._ops, nan_as_null=self._session.nan_as_null)
         failures = 0
         while True:
             try:
