@@ -20,6 +20,8 @@ from .errors import InvalidInputError
 
 __all__ = [
     "int_arg",
+    "timeout_arg",
+    "headers_arg",
     "bool_arg",
     "str_arg",
     "items_arg",
@@ -45,6 +47,53 @@ def int_arg(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidInputError("%s must be an int >= %d, got %r" % (name, minimum, value))
     return value
+
+
+def timeout_arg(name: str, value: Any) -> Any:
+    """Check that ``value`` is None (no bound) or a number of milliseconds ``>= 0`` (an int or
+    a finite float, not a bool) and return it.
+
+    Raises:
+        InvalidInputError: ``"<name> must be None or a number of milliseconds >= 0, got <value!r>"``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise InvalidInputError("%s must be None or a number of milliseconds >= 0, got %r" % (name, value))
+    return value
+
+
+# RFC 9110 field-name token; a value may hold any visible character, space and tab
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_VALUE_BAD_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def headers_arg(headers: Any) -> Dict[str, str]:
+    """Check extra request headers (a mapping of str to str, names RFC 9110 tokens, no CR, LF
+    or other control character in a value) and return them as a new dict.
+
+    Raises:
+        InvalidInputError: a non-mapping, a non-str name or value, a bad name, or a value
+            with a control character (which would split the request: header injection).
+    """
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping):
+        raise InvalidInputError("headers must be a dict of str to str, got %r" % (headers,))
+    out: Dict[str, str] = {}
+    for k, v in headers.items():
+        if not isinstance(k, str) or not _HEADER_NAME_RE.match(k):
+            raise InvalidInputError("header name %r is not a valid HTTP header name (a str token)" % (k,))
+        if not isinstance(v, str):
+            raise InvalidInputError("header %s: the value must be a str, got %s" % (k, type(v).__name__))
+        if _HEADER_VALUE_BAD_RE.search(v):
+            raise InvalidInputError("header %s: the value must not contain CR, LF or other control characters" % k)
+        try:
+            v.encode("latin-1")  # what http.client sends
+        except UnicodeEncodeError:
+            raise InvalidInputError("header %s: the value must be Latin-1 text" % k) from None
+        out[k] = v
+    return out
 
 
 def bool_arg(name: str, value: Any) -> bool:

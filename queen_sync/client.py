@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from . import acks, groups, tracing
 from ._session import Session
-from ._validate import int_arg
+from ._validate import int_arg, timeout_arg
 from .admin import Admin
 from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, Consumer, in_consumer_thread, stop_consumers_for_close
 from .errors import InvalidInputError
@@ -110,8 +110,12 @@ class Queen:
             503 ``Retry-After`` is honoured up to ``retry_max_delay_millis`` per attempt
             (even with a custom ``backoff``).
         bearer_token: sent as ``Authorization: Bearer <token>``; never logged nor shown in repr.
-        headers: extra request headers, applied last.
-        pool_maxsize: connections kept alive per broker host (default 64).
+        headers: extra request headers (str names and str values without CR/LF, checked
+            here: InvalidInputError), applied last.
+        pool_maxsize: connections per broker host (default 64). A thread that finds all of
+            them busy waits for one (up to its call's timeout); give at least as many as the
+            threads that call at the same time (consumer fetchers + producer senders +
+            request threads) to avoid that wait.
         connect_timeout_millis: connect timeout in milliseconds (default ``min(timeout_millis, 10000)``).
         backoff: a :class:`queen_sync.transport.Backoff` (``compute(failures)`` → seconds)
             replacing the default exponential backoff (also paces resends of buffered batches).
@@ -307,9 +311,13 @@ class Queen:
 
         Returns:
             the number of messages still unconfirmed when the wait ended (0 = all delivered).
+
+        Raises:
+            InvalidInputError: ``timeout_millis`` is negative or not a number.
+            ClientClosedError: the client is closed.
         """
         self._check_open()
-        return self._producer.flush_all(timeout_millis)
+        return self._producer.flush_all(timeout_arg("timeout_millis", timeout_millis))
 
     def get_buffer_stats(self) -> Dict[str, Any]:
         """Statistics of the push buffers: ``{activeBuffers, totalBufferedMessages (unsent),

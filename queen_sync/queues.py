@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Mapping, O
 
 from . import codec
 from ._session import Session
-from ._validate import bool_arg, int_arg, items_arg, timestamp_arg, validate_name
+from ._validate import bool_arg, int_arg, items_arg, timeout_arg, timestamp_arg, validate_name
 from .dlq import DLQBuilder
 from .errors import BrokerError, InvalidInputError
 from .options import QUEUE_OPTION_DEFAULTS, check_options, update_queue_config
@@ -348,8 +348,13 @@ class QueueBuilder:
 
         Returns:
             the number of messages still unconfirmed (0 = all delivered, or nothing buffered).
+
+        Raises:
+            InvalidInputError: ``timeout_millis`` is negative or not a number.
+            ClientClosedError: the client is closed.
         """
         self._session.check_open()
+        timeout_arg("timeout_millis", timeout_millis)
         return self._session.producer.flush(self._name, self._partition, timeout_millis)
 
     flush_buffer = flush
@@ -581,12 +586,14 @@ class QueueBuilder:
             running :class:`~queen_sync.consumer.Consumer` with ``background=True``.
 
         Raises:
+            ClientClosedError: the client is closed (nothing is started).
             InvalidInputError: bad arguments. In blocking mode: the handler's exception
             (``auto_ack(False)``), an AuthenticationError or other non-transient pop error;
             QueenConnectionError (or the QueenHTTPError of a 5xx / 429 reply) when
             ``idle_millis`` passed with the broker unreachable (reason ``"unreachable"``);
             KeyboardInterrupt is re-raised after a graceful stop.
         """
+        self._session.check_open()  # as every other call: ClientClosedError, not a quiet return
         consumer = self._session.consumers.create(
             self,
             handler,

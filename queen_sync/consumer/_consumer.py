@@ -297,15 +297,19 @@ class Consumer:
 
     def join(self, timeout: Optional[float] = None) -> bool:
         """Wait up to ``timeout`` **seconds** (None: forever) until every thread of the consumer
-        ended. Returns True when it has ended, False on timeout.
+        ended. Returns True when it has ended, False on timeout. (Seconds, as
+        ``threading.Thread.join``; every other duration of queen_sync is in milliseconds.)
 
         In a process forked from the one running the consumer it returns True at once (the
         copy there has no threads).
 
         Raises:
+            InvalidInputError: a negative ``timeout``.
             the exception that stopped the consumer (reason ``"error"`` or
             ``"unreachable"``, see :attr:`error`), once it has ended.
         """
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
+            raise InvalidInputError("join() timeout must be None or a number of seconds >= 0, got %r" % (timeout,))
         if not self._started or self._forked():
             return True
         ended = self._done.wait(timeout)
