@@ -4,6 +4,21 @@
 >>> with Queen("http://localhost:6632") as q:                      # doctest: +SKIP
 ...     q.queue("orders").partition("acme").push({"data": {"id": 1}})
 
+Where the methods are (each call blocks and returns a value):
+
+* :class:`Queen` — the client: ``queue(name)``, ``transaction()``, ``ack`` / ``renew``,
+  ``trace``, ``admin``, ``flush_all_buffers``, ``close``.
+* :class:`QueueBuilder` (``Queen.queue(name)``) — ``create`` / ``update_config`` /
+  ``delete``; ``partition(p).push(...)``; ``buffer(...)``; pop settings (``group``,
+  ``batch``, ``wait``, ``timeout_millis``, ...) then ``pop()``; consume settings (``each``,
+  ``concurrency``, ``limit``, ``idle_millis``, ``renew_lease``) then ``consume(handler)``;
+  ``dlq(group)``.
+* :class:`Consumer` (``consume(handler, background=True)``) — ``stop``, ``join``, live
+  counters; :class:`ConsumeResult` — what a consume run did.
+* :class:`TransactionBuilder` (``Queen.transaction()``) — ``queue(q).push(...)``,
+  ``ack(...)``, ``commit()``.
+* :class:`Message` — what consume handlers get: a message dict with ``trace``.
+
 ``codec_backend`` says which codec is active: ``"cython"`` (compiled) or ``"python"``.
 """
 
@@ -14,7 +29,10 @@ import logging
 from . import codec as _codec
 from .admin import Admin
 from .client import Queen
+from .consumer import ConsumeResult, Consumer
 from .dlq import DLQBuilder
+from .queues import QueueBuilder
+from .transactions import TransactionBuilder
 from .tracing import Message
 from .errors import (
     AckError,
@@ -42,6 +60,11 @@ logging.getLogger("queen_sync").addHandler(logging.NullHandler())
 
 __all__ = [
     "Queen",
+    "QueueBuilder",
+    "TransactionBuilder",
+    "Consumer",
+    "ConsumeResult",
+    # "Stream" goes here (the streams work adds it)
     "Admin",
     "DLQBuilder",
     "Message",

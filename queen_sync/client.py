@@ -91,6 +91,14 @@ class _ConsumerRegistry:
 class Queen:
     """A blocking, thread-safe client for a Queen MQ broker.
 
+    The work is done by the builders it hands out: :meth:`queue` gives a
+    :class:`~queen_sync.QueueBuilder` (``create``, ``push``, ``buffer``, ``pop``,
+    ``consume``, ``dlq``, ``delete``), :meth:`transaction` a
+    :class:`~queen_sync.TransactionBuilder` (``queue(q).push``, ``ack``, ``commit``), and
+    ``consume(handler, background=True)`` a running :class:`~queen_sync.Consumer`. Acks,
+    lease renewals and traces of popped messages are :meth:`ack`, :meth:`renew` and
+    :meth:`trace`; reads and maintenance are on :attr:`admin`.
+
     Args:
         url: a broker base URL such as ``"http://host:6632"``, or a list of them. A trailing
             slash is harmless. When neither ``url`` nor ``urls`` is given, ``QUEEN_URL`` is read

@@ -47,12 +47,17 @@ def _subscription_from(value: Any) -> str:
 
 
 class QueueBuilder:
-    """Builder for one queue, made by :meth:`Queen.queue`. Setters return a new builder.
+    """Builder for one queue, made by :meth:`queen_sync.Queen.queue` (the client; acks of
+    popped messages: :meth:`queen_sync.Queen.ack`). Setters return a new builder.
 
     Pop/consume settings: ``partition``, ``group``, ``batch``, ``partitions``, ``wait``,
     ``timeout_millis``, ``subscription_mode``, ``subscription_from``, ``auto_ack``; consume
-    only: ``each``, ``limit``, ``idle_millis``, ``concurrency``. Configure: ``namespace``,
-    ``task``, ``config``.
+    only: ``each``, ``limit``, ``idle_millis``, ``concurrency``, ``renew_lease``,
+    ``on_success``, ``on_error``. Configure: ``namespace``, ``task``, ``config``.
+    Actions: :meth:`create`, :meth:`update_config`, :meth:`delete`, :meth:`push`,
+    :meth:`buffer` (then ``push`` / :meth:`flush`), :meth:`pop`, :meth:`consume` (a
+    :class:`~queen_sync.ConsumeResult`, or a :class:`~queen_sync.Consumer` with
+    ``background=True``), :meth:`dlq`. Atomic pushes with acks: :meth:`queen_sync.Queen.transaction`.
     """
 
     def __init__(self, session: Session, name: str) -> None:

@@ -50,7 +50,8 @@ def _check_drain_timeout(drain_timeout: Any) -> None:
 
 
 class Consumer:
-    """A consume loop over one queue builder's settings; see :meth:`QueueBuilder.consume`.
+    """A consume loop over one queue builder's settings; see
+    :meth:`queen_sync.QueueBuilder.consume` (made from :meth:`queen_sync.Queen.queue`).
 
     Made by ``consume(handler)`` (blocking: :meth:`run`) or ``consume(handler,
     background=True)`` (started, returned to the caller).
