@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .codec import QUEUE_MODE
@@ -22,6 +23,7 @@ __all__ = [
     "int_arg",
     "timeout_arg",
     "headers_arg",
+    "millis_or_deprecated_seconds",
     "bool_arg",
     "str_arg",
     "items_arg",
@@ -61,6 +63,34 @@ def timeout_arg(name: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
         raise InvalidInputError("%s must be None or a number of milliseconds >= 0, got %r" % (name, value))
     return value
+
+
+def millis_or_deprecated_seconds(
+    new_name: str, millis: Any, old_name: str, seconds: Any, default_millis: Optional[int], stacklevel: int = 3
+) -> Optional[int]:
+    """The value of a ``*_millis`` duration argument that replaced a seconds-valued one.
+
+    ``millis`` (an int >= 0, or None) wins; else ``seconds`` (the old argument, a number
+    >= 0, or None) is converted to milliseconds with a :class:`DeprecationWarning` pointing
+    at the caller (``stacklevel`` as :func:`warnings.warn`, counted from the caller of this
+    function); else ``default_millis``.
+
+    Raises:
+        InvalidInputError: both given, or a value of the wrong type or negative.
+    """
+    if seconds is None:
+        return default_millis if millis is None else int_arg(new_name, millis, 0)
+    if millis is not None:
+        raise InvalidInputError("give %s (milliseconds), not both it and %s (deprecated, seconds)" % (new_name, old_name))
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+        raise InvalidInputError("%s must be a number of seconds >= 0, got %r (use %s)" % (old_name, seconds, new_name))
+    warnings.warn(
+        "%s (seconds) is deprecated and will be removed in the next release; use %s (milliseconds)"
+        % (old_name, new_name),
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return int(round(seconds * 1000.0))
 
 
 # RFC 9110 field-name token; a value may hold any visible character, space and tab

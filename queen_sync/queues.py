@@ -25,7 +25,15 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Mapping, O
 
 from . import codec
 from ._session import Session
-from ._validate import bool_arg, int_arg, items_arg, timeout_arg, timestamp_arg, validate_name
+from ._validate import (
+    bool_arg,
+    int_arg,
+    items_arg,
+    millis_or_deprecated_seconds,
+    timeout_arg,
+    timestamp_arg,
+    validate_name,
+)
 from .dlq import DLQBuilder
 from .errors import BrokerError, InvalidInputError
 from .options import QUEUE_OPTION_DEFAULTS, check_options, update_queue_config
@@ -502,7 +510,8 @@ class QueueBuilder:
         stop_event: Optional[Any] = ...,
         background: Literal[False] = ...,
         handle_signals: bool = ...,
-        drain_timeout: float = ...,
+        drain_timeout_millis: Optional[int] = ...,
+        drain_timeout: Optional[float] = ...,
     ) -> "ConsumeResult": ...
 
     @overload
@@ -513,7 +522,8 @@ class QueueBuilder:
         stop_event: Optional[Any] = ...,
         background: Literal[True],
         handle_signals: bool = ...,
-        drain_timeout: float = ...,
+        drain_timeout_millis: Optional[int] = ...,
+        drain_timeout: Optional[float] = ...,
     ) -> "Consumer": ...
 
     @overload
@@ -524,7 +534,8 @@ class QueueBuilder:
         stop_event: Optional[Any] = ...,
         background: bool,
         handle_signals: bool = ...,
-        drain_timeout: float = ...,
+        drain_timeout_millis: Optional[int] = ...,
+        drain_timeout: Optional[float] = ...,
     ) -> Union["ConsumeResult", "Consumer"]: ...
 
     def consume(
@@ -534,7 +545,8 @@ class QueueBuilder:
         stop_event: Optional[Any] = None,
         background: bool = False,
         handle_signals: bool = False,
-        drain_timeout: float = 30.0,
+        drain_timeout_millis: Optional[int] = None,
+        drain_timeout: Optional[float] = None,
     ) -> Union["ConsumeResult", "Consumer"]:
         """Consume with ``concurrency`` handler threads until ``limit`` messages, ``idle_millis``
         without a message, ``stop_event`` (a ``threading.Event``) is set, the client is
@@ -573,18 +585,20 @@ class QueueBuilder:
             stop_event: optional ``threading.Event`` that stops the consumer when set.
             background: False (default) blocks and returns a ConsumeResult; True starts the
                 consumer in background threads and returns the
-                :class:`~queen_sync.consumer.Consumer` (``stop(drain_timeout)``,
+                :class:`~queen_sync.consumer.Consumer` (``stop(drain_timeout_millis=)``,
                 ``join(timeout)``, ``is_running``, live counters).
             handle_signals: turn SIGTERM / SIGINT into a graceful stop and restore the
                 previous handlers afterwards (main thread only, else InvalidInputError).
                 Default False: no signal handler is installed.
-            drain_timeout: **seconds** a stop waits for popped messages to be handled and
-                acked (default 30.0). Then the messages no handler got are released, except
+            drain_timeout_millis: **milliseconds** a stop waits for popped messages to be
+                handled and acked (default 30000). Then the messages no handler got are released, except
                 those queued behind a still-running handler of the same partition: they are
                 released once it returns. The blocking form returns at the end of the drain;
                 handlers still running then finish in the background (their acks and those
                 releases are not in the returned counts: use ``background=True`` and
                 ``join()`` for the final ones).
+            drain_timeout: deprecated, the same in **seconds**; works for one more release
+                with a DeprecationWarning.
 
         Returns:
             a :class:`~queen_sync.consumer.ConsumeResult` (counts and stop reason), or the
@@ -604,7 +618,9 @@ class QueueBuilder:
             handler,
             stop_event=stop_event,
             handle_signals=handle_signals,
-            drain_timeout=drain_timeout,
+            drain_timeout_millis=millis_or_deprecated_seconds(
+                "drain_timeout_millis", drain_timeout_millis, "drain_timeout", drain_timeout, None
+            ),
         )
         if bool_arg("background", background):
             return cast("Consumer", consumer.start())
