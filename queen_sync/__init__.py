@@ -17,7 +17,8 @@ Where the methods are (each call blocks and returns a value):
   counters; :class:`ConsumeResult` — what a consume run did.
 * :class:`TransactionBuilder` (``Queen.transaction()``) — ``queue(q).push(...)``,
   ``ack(...)``, ``commit()``.
-* :class:`Message` — what consume handlers get: a message dict with ``trace``.
+* :class:`Message` — what ``pop()`` returns and consume handlers get: a message dict with
+  ``ack`` / ``nack`` / ``renew`` / ``trace`` through the client that delivered it.
 
 ``codec_backend`` says which codec is active: ``"cython"`` (compiled) or ``"python"``.
 """
@@ -33,7 +34,7 @@ from .consumer import ConsumeResult, Consumer
 from .dlq import DLQBuilder
 from .queues import QueueBuilder
 from .transactions import TransactionBuilder
-from .tracing import Message
+from .message import Message
 from .errors import (
     AckError,
     AuthenticationError,

@@ -188,6 +188,7 @@ class Queen:
         )
         # what the builders and features get instead of the client (the wire requester & co)
         self._session = Session(self._transport, self._producer, _ConsumerRegistry(self))
+        self._session.message_client = self  # popped messages ack / renew / trace through this client
         self._admin = Admin(self._session)
         #: internal: send one call as the features do (see :meth:`Session.request`)
         self._request: Callable[..., Response] = self._session.request
@@ -402,12 +403,24 @@ class Queen:
 
     @overload
     def ack(
-        self, message: Message, status: Union[bool, str] = ..., context: Optional[Mapping[str, Any]] = ...
+        self,
+        message: Message,
+        status: Union[bool, str] = ...,
+        context: Optional[Mapping[str, Any]] = ...,
+        *,
+        group: Optional[str] = ...,
+        error: Optional[str] = ...,
     ) -> Dict[str, Any]: ...
 
     @overload
     def ack(
-        self, message: Sequence[Message], status: Union[bool, str] = ..., context: Optional[Mapping[str, Any]] = ...
+        self,
+        message: Sequence[Message],
+        status: Union[bool, str] = ...,
+        context: Optional[Mapping[str, Any]] = ...,
+        *,
+        group: Optional[str] = ...,
+        error: Optional[str] = ...,
     ) -> List[Dict[str, Any]]: ...
 
     def ack(
@@ -415,6 +428,9 @@ class Queen:
         message: Union[Message, Sequence[Message]],
         status: Union[bool, str] = True,
         context: Optional[Mapping[str, Any]] = None,
+        *,
+        group: Optional[str] = None,
+        error: Optional[str] = None,
     ) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
         """Acknowledge (or nack) one popped message or a list of them.
 
@@ -429,6 +445,11 @@ class Queen:
             context: optional ``{"group": g}`` or ``{"consumer_group": g}`` (consumer group),
                 and ``{"error": "text"}`` (nack reason). Without a group, each message's own
                 ``consumerGroup`` is used (queue mode for ``__QUEUE_MODE__``).
+            group: keyword form of the context's group: ``q.ack(msg, status="completed",
+                group="billing")``.
+            error: keyword form of the context's error (the nack reason):
+                ``q.ack(msg, status="failed", error="bad total")``. A popped or consumed
+                :class:`~queen_sync.Message` also has ``msg.ack()`` / ``msg.nack(error)``.
 
         Returns:
             for one message, the broker's result dict ``{index, transactionId, success, error,
@@ -437,7 +458,8 @@ class Queen:
             without a request.
 
         Raises:
-            InvalidInputError: a bad message, status or context (nothing sent).
+            InvalidInputError: a bad message, status, context or keyword (or a ``group`` /
+                ``error`` that differs from the context's) (nothing sent).
             AckError: the broker refused one or more items (``.results``, ``.failed``); for
                 a list, every batch is still sent first.
             BrokerError / QueenConnectionError: the call itself failed.
@@ -445,7 +467,7 @@ class Queen:
         Wire: one message → ``POST /api/v1/ack``; a list → one ``POST /api/v1/ack/batch`` per
         effective consumer group (the broker applies the body-level group to every item).
         """
-        return acks.ack(self._session, message, status, context)
+        return acks.ack(self._session, message, status, context, group=group, error=error)
 
     # ------------------------------------------------------------------ renew
 
@@ -468,8 +490,9 @@ class Queen:
         Args:
             target: a lease id (str), a popped message (its ``leaseId``), or a list of them;
                 lease ids are de-duplicated in order (one pop shares one lease).
-            seconds: new lease length in **seconds** (the broker default is 60). The broker
-                sets expiry to max(current expiry, now + seconds).
+            seconds: new lease length in **seconds** (the broker default is 60; its
+                ``{"seconds": N}`` field, hence the unit), e.g. ``q.renew(msg, seconds=30)``
+                or ``msg.renew(30)``. The broker sets expiry to max(current expiry, now + seconds).
 
         Returns:
             the broker's result dict ``{index, leaseId, success, error, expiresAt}`` for a

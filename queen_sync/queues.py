@@ -36,6 +36,7 @@ from ._validate import (
 )
 from .dlq import DLQBuilder
 from .errors import BrokerError, InvalidInputError
+from .message import bind_messages
 from .options import QUEUE_OPTION_DEFAULTS, check_options, update_queue_config
 from .producer import BufferOptions
 from .wire import messages as wire_messages
@@ -485,12 +486,17 @@ class QueueBuilder:
 
     # ---------------------------------------------------------------- pop / consume
 
-    def pop(self) -> List[Message]:
+    # List[Any], not List[Message]: a caller's List[Dict[str, Any]] annotation (the type
+    # before messages were bound) must keep checking, and List[Message] must check too
+    def pop(self) -> List[Any]:
         """Pop up to ``batch`` messages once.
 
         Returns:
             the message dicts (``id, transactionId, partitionId, partition, data, createdAt,
-            leaseId, consumerGroup, traceId, producerSub``); ``[]`` when there is nothing to
+            leaseId, consumerGroup, traceId, producerSub``) as :class:`~queen_sync.Message`
+            objects bound to the client (``m.ack()``, ``m.nack(error)``, ``m.renew()``,
+            ``m.trace(...)``; otherwise plain dicts; annotate ``List[queen_sync.Message]`` to
+            have those calls type-checked); ``[]`` when there is nothing to
             deliver (empty queue, all partitions leased, long poll expired). ``wait`` defaults
             to **False** here.
 
@@ -500,7 +506,7 @@ class QueueBuilder:
         Wire: ``GET /api/v1/pop/queue/{q}[/partition/{p}]?batch=&wait=&timeout=&consumerGroup=
         &partitions=&autoAck=&subscriptionMode=&subscriptionFrom=``.
         """
-        return wire_messages.pop(self._session, self.pop_spec())
+        return bind_messages(self._session.message_client, wire_messages.pop(self._session, self.pop_spec()))
 
     @overload
     def consume(
