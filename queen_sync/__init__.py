@@ -4,6 +4,22 @@
 >>> with Queen("http://localhost:6632") as q:                      # doctest: +SKIP
 ...     q.queue("orders").partition("acme").push({"data": {"id": 1}})
 
+Where the methods are (each call blocks and returns a value):
+
+* :class:`Queen` — the client: ``queue(name)``, ``transaction()``, ``ack`` / ``renew``,
+  ``trace``, ``admin``, ``flush_all_buffers``, ``close``.
+* :class:`QueueBuilder` (``Queen.queue(name)``) — ``create`` / ``update_config`` /
+  ``delete``; ``partition(p).push(...)``; ``buffer(...)``; pop settings (``group``,
+  ``batch``, ``wait``, ``timeout_millis``, ...) then ``pop()``; consume settings (``each``,
+  ``concurrency``, ``limit``, ``idle_millis``, ``renew_lease``) then ``consume(handler)``;
+  ``dlq(group)``.
+* :class:`Consumer` (``consume(handler, background=True)``) — ``stop``, ``join``, live
+  counters; :class:`ConsumeResult` — what a consume run did.
+* :class:`TransactionBuilder` (``Queen.transaction()``) — ``queue(q).push(...)``,
+  ``ack(...)``, ``commit()``.
+* :class:`Message` — what ``pop()`` returns and consume handlers get: a message dict with
+  ``ack`` / ``nack`` / ``renew`` / ``trace`` through the client that delivered it.
+
 ``codec_backend`` says which codec is active: ``"cython"`` (compiled) or ``"python"``;
 ``json_backend`` which JSON engine it uses: ``"orjson"`` or ``"json"`` (the stdlib, where
 orjson has no wheels: PyPy, free-threaded builds; it accepts and refuses what orjson does).
@@ -17,9 +33,12 @@ from . import _json
 from . import codec as _codec
 from .admin import Admin
 from .client import Queen
+from .consumer import ConsumeResult, Consumer
 from .dlq import DLQBuilder
-from .tracing import Message
+from .message import Message
+from .queues import QueueBuilder
 from .streams import Stream
+from .transactions import TransactionBuilder
 from .errors import (
     AckError,
     AuthenticationError,
@@ -49,6 +68,10 @@ logging.getLogger("queen_sync").addHandler(logging.NullHandler())
 
 __all__ = [
     "Queen",
+    "QueueBuilder",
+    "TransactionBuilder",
+    "Consumer",
+    "ConsumeResult",
     "Admin",
     "DLQBuilder",
     "Message",

@@ -3,8 +3,9 @@
 The session is the client's wire requester (it refuses every call once the client is
 closed, then sends through the transport), plus what builders need besides: the buffer
 manager of buffered pushes, the default long-poll timeout, the retry backoff, the
-queue-option memory of ``update_config`` and the client's consumer registry. Features
-receive a session, never the client.
+queue-option memory of ``update_config``, the client's consumer registry, and the
+:class:`~queen_sync.message.MessageClient` popped messages are bound to (so ``msg.ack()``
+works). Features receive a session, never the client.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .options import QueueOptionMemory
 from .transport import Backoff, Response, Transport
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .message import MessageClient
     from .producer import BufferManager
 
 __all__ = ["Session", "ConsumerRegistry"]
@@ -52,6 +54,8 @@ class Session:
         self.consumers = consumers
         self.options = options if options is not None else QueueOptionMemory()
         self._closed = threading.Event()
+        #: what ``pop()`` binds its messages to (the client, set by it); None: unbound
+        self.message_client: Optional["MessageClient"] = None
 
     def __repr__(self) -> str:
         return "Session(urls=%r%s)" % (list(self.transport.urls), ", closed" if self.closed else "")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .codec import QUEUE_MODE
@@ -20,6 +21,9 @@ from .errors import InvalidInputError
 
 __all__ = [
     "int_arg",
+    "timeout_arg",
+    "headers_arg",
+    "millis_or_deprecated_seconds",
     "bool_arg",
     "str_arg",
     "items_arg",
@@ -45,6 +49,81 @@ def int_arg(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidInputError("%s must be an int >= %d, got %r" % (name, minimum, value))
     return value
+
+
+def timeout_arg(name: str, value: Any) -> Any:
+    """Check that ``value`` is None (no bound) or a number of milliseconds ``>= 0`` (an int or
+    a finite float, not a bool) and return it.
+
+    Raises:
+        InvalidInputError: ``"<name> must be None or a number of milliseconds >= 0, got <value!r>"``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise InvalidInputError("%s must be None or a number of milliseconds >= 0, got %r" % (name, value))
+    return value
+
+
+def millis_or_deprecated_seconds(
+    new_name: str, millis: Any, old_name: str, seconds: Any, default_millis: Optional[int], stacklevel: int = 3
+) -> Optional[int]:
+    """The value of a ``*_millis`` duration argument that replaced a seconds-valued one.
+
+    ``millis`` (an int >= 0, or None) wins; else ``seconds`` (the old argument, a number
+    >= 0, or None) is converted to milliseconds with a :class:`DeprecationWarning` pointing
+    at the caller (``stacklevel`` as :func:`warnings.warn`, counted from the caller of this
+    function); else ``default_millis``.
+
+    Raises:
+        InvalidInputError: both given, or a value of the wrong type or negative.
+    """
+    if seconds is None:
+        return default_millis if millis is None else int_arg(new_name, millis, 0)
+    if millis is not None:
+        raise InvalidInputError("give %s (milliseconds), not both it and %s (deprecated, seconds)" % (new_name, old_name))
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+        raise InvalidInputError("%s must be a number of seconds >= 0, got %r (use %s)" % (old_name, seconds, new_name))
+    warnings.warn(
+        "%s (seconds) is deprecated and will be removed in the next release; use %s (milliseconds)"
+        % (old_name, new_name),
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return int(round(seconds * 1000.0))
+
+
+# RFC 9110 field-name token; a value may hold any visible character, space and tab
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_VALUE_BAD_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def headers_arg(headers: Any) -> Dict[str, str]:
+    """Check extra request headers (a mapping of str to str, names RFC 9110 tokens, no CR, LF
+    or other control character in a value) and return them as a new dict.
+
+    Raises:
+        InvalidInputError: a non-mapping, a non-str name or value, a bad name, or a value
+            with a control character (which would split the request: header injection).
+    """
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping):
+        raise InvalidInputError("headers must be a dict of str to str, got %r" % (headers,))
+    out: Dict[str, str] = {}
+    for k, v in headers.items():
+        if not isinstance(k, str) or not _HEADER_NAME_RE.match(k):
+            raise InvalidInputError("header name %r is not a valid HTTP header name (a str token)" % (k,))
+        if not isinstance(v, str):
+            raise InvalidInputError("header %s: the value must be a str, got %s" % (k, type(v).__name__))
+        if _HEADER_VALUE_BAD_RE.search(v):
+            raise InvalidInputError("header %s: the value must not contain CR, LF or other control characters" % k)
+        try:
+            v.encode("latin-1")  # what http.client sends
+        except UnicodeEncodeError:
+            raise InvalidInputError("header %s: the value must be Latin-1 text" % k) from None
+        out[k] = v
+    return out
 
 
 def bool_arg(name: str, value: Any) -> bool:

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import codec
-from ._validate import group_from_context, resolve_group, validate_path_token
+from ._validate import group_from_context, resolve_group, validate_name, validate_path_token
 from .errors import AckError, InvalidInputError, LeaseError
 from .wire import messages as wire_messages
 from .wire._base import Requester
@@ -28,14 +28,18 @@ def ack(
     message: Union[Message, Sequence[Message]],
     status: Union[bool, str] = True,
     context: Optional[Mapping[str, Any]] = None,
+    *,
+    group: Optional[str] = None,
+    error: Optional[str] = None,
 ) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
     """Acknowledge one message or a list; arguments, return value and errors as
-    :meth:`queen_sync.Queen.ack`.
+    :meth:`queen_sync.Queen.ack` (``group`` / ``error`` are the keyword forms of the
+    context's keys).
 
     Wire: one message → ``POST /api/v1/ack``; a list → one ``POST /api/v1/ack/batch`` per
     effective consumer group.
     """
-    group, error = _ack_context(context)
+    group, error = _ack_context(context, group, error)
     codec.normalize_status(status)
     if isinstance(message, Mapping):
         eff = resolve_group(message, group)
@@ -131,8 +135,22 @@ def _has_indexes(results: List[Dict[str, Any]]) -> bool:
     return all(isinstance(r.get("index"), int) for r in results)
 
 
-def _ack_context(context: Optional[Mapping[str, Any]]) -> Tuple[Optional[str], Optional[str]]:
-    """Read ``{"group"|"consumer_group"|"consumerGroup": g, "error": text}``."""
-    group, extra = group_from_context(context, ("error",))
-    error = extra.get("error")
-    return group, (None if error is None else str(error))
+def _ack_context(
+    context: Optional[Mapping[str, Any]], group: Optional[str] = None, error: Optional[str] = None
+) -> Tuple[Optional[str], Optional[str]]:
+    """Read ``{"group"|"consumer_group"|"consumerGroup": g, "error": text}`` and the keyword
+    forms ``group=`` / ``error=`` (the same value in both is fine, two different ones are not)."""
+    ctx_group, extra = group_from_context(context, ("error",))
+    if group is not None:
+        validate_name("consumer group", group)
+        if ctx_group is not None and ctx_group != group:
+            raise InvalidInputError("group=%r and the context's group %r differ" % (group, ctx_group))
+        ctx_group = group
+    ctx_error = extra.get("error")
+    if error is not None:
+        if not isinstance(error, str):
+            raise InvalidInputError("error must be a str, got %r" % (error,))
+        if ctx_error is not None and str(ctx_error) != error:
+            raise InvalidInputError("error= and the context's error differ")
+        ctx_error = error
+    return ctx_group, (None if ctx_error is None else str(ctx_error))

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from . import acks, groups, tracing
 from ._session import Session
-from ._validate import bool_arg, int_arg
+from ._validate import bool_arg, int_arg, timeout_arg
 from .admin import Admin
 from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, Consumer, in_consumer_thread, stop_consumers_for_close
 from .errors import InvalidInputError
@@ -93,6 +93,14 @@ class _ConsumerRegistry:
 class Queen:
     """A blocking, thread-safe client for a Queen MQ broker.
 
+    The work is done by the builders it hands out: :meth:`queue` gives a
+    :class:`~queen_sync.QueueBuilder` (``create``, ``push``, ``buffer``, ``pop``,
+    ``consume``, ``dlq``, ``delete``), :meth:`transaction` a
+    :class:`~queen_sync.TransactionBuilder` (``queue(q).push``, ``ack``, ``commit``), and
+    ``consume(handler, background=True)`` a running :class:`~queen_sync.Consumer`. Acks,
+    lease renewals and traces of popped messages are :meth:`ack`, :meth:`renew` and
+    :meth:`trace`; reads and maintenance are on :attr:`admin`.
+
     Args:
         url: a broker base URL such as ``"http://host:6632"``, or a list of them. A trailing
             slash is harmless. When neither ``url`` nor ``urls`` is given, ``QUEEN_URL`` is read
@@ -112,8 +120,12 @@ class Queen:
             503 ``Retry-After`` is honoured up to ``retry_max_delay_millis`` per attempt
             (even with a custom ``backoff``).
         bearer_token: sent as ``Authorization: Bearer <token>``; never logged nor shown in repr.
-        headers: extra request headers, applied last.
-        pool_maxsize: connections kept alive per broker host (default 64).
+        headers: extra request headers (str names and str values without CR/LF, checked
+            here: InvalidInputError), applied last.
+        pool_maxsize: connections per broker host (default 64). A thread that finds all of
+            them busy waits for one (up to its call's timeout); give at least as many as the
+            threads that call at the same time (consumer fetchers + producer senders +
+            request threads) to avoid that wait.
         connect_timeout_millis: connect timeout in milliseconds (default ``min(timeout_millis, 10000)``).
         backoff: a :class:`queen_sync.transport.Backoff` (``compute(failures)`` → seconds)
             replacing the default exponential backoff (also paces resends of buffered batches).
@@ -196,6 +208,7 @@ class Queen:
         )
         # what the builders and features get instead of the client (the wire requester & co)
         self._session = Session(self._transport, self._producer, _ConsumerRegistry(self), nan_as_null=nan_as_null)
+        self._session.message_client = self  # popped messages ack / renew / trace through this client
         self._admin = Admin(self._session)
         #: internal: send one call as the features do (see :meth:`Session.request`)
         self._request: Callable[..., Response] = self._session.request
@@ -331,9 +344,13 @@ class Queen:
 
         Returns:
             the number of messages still unconfirmed when the wait ended (0 = all delivered).
+
+        Raises:
+            InvalidInputError: ``timeout_millis`` is negative or not a number.
+            ClientClosedError: the client is closed.
         """
         self._check_open()
-        return self._producer.flush_all(timeout_millis)
+        return self._producer.flush_all(timeout_arg("timeout_millis", timeout_millis))
 
     def get_buffer_stats(self) -> Dict[str, Any]:
         """Statistics of the push buffers: ``{activeBuffers, totalBufferedMessages (unsent),
@@ -410,12 +427,24 @@ class Queen:
 
     @overload
     def ack(
-        self, message: Message, status: Union[bool, str] = ..., context: Optional[Mapping[str, Any]] = ...
+        self,
+        message: Message,
+        status: Union[bool, str] = ...,
+        context: Optional[Mapping[str, Any]] = ...,
+        *,
+        group: Optional[str] = ...,
+        error: Optional[str] = ...,
     ) -> Dict[str, Any]: ...
 
     @overload
     def ack(
-        self, message: Sequence[Message], status: Union[bool, str] = ..., context: Optional[Mapping[str, Any]] = ...
+        self,
+        message: Sequence[Message],
+        status: Union[bool, str] = ...,
+        context: Optional[Mapping[str, Any]] = ...,
+        *,
+        group: Optional[str] = ...,
+        error: Optional[str] = ...,
     ) -> List[Dict[str, Any]]: ...
 
     def ack(
@@ -423,6 +452,9 @@ class Queen:
         message: Union[Message, Sequence[Message]],
         status: Union[bool, str] = True,
         context: Optional[Mapping[str, Any]] = None,
+        *,
+        group: Optional[str] = None,
+        error: Optional[str] = None,
     ) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
         """Acknowledge (or nack) one popped message or a list of them.
 
@@ -437,6 +469,11 @@ class Queen:
             context: optional ``{"group": g}`` or ``{"consumer_group": g}`` (consumer group),
                 and ``{"error": "text"}`` (nack reason). Without a group, each message's own
                 ``consumerGroup`` is used (queue mode for ``__QUEUE_MODE__``).
+            group: keyword form of the context's group: ``q.ack(msg, status="completed",
+                group="billing")``.
+            error: keyword form of the context's error (the nack reason):
+                ``q.ack(msg, status="failed", error="bad total")``. A popped or consumed
+                :class:`~queen_sync.Message` also has ``msg.ack()`` / ``msg.nack(error)``.
 
         Returns:
             for one message, the broker's result dict ``{index, transactionId, success, error,
@@ -445,7 +482,8 @@ class Queen:
             without a request.
 
         Raises:
-            InvalidInputError: a bad message, status or context (nothing sent).
+            InvalidInputError: a bad message, status, context or keyword (or a ``group`` /
+                ``error`` that differs from the context's) (nothing sent).
             AckError: the broker refused one or more items (``.results``, ``.failed``); for
                 a list, every batch is still sent first.
             BrokerError / QueenConnectionError: the call itself failed.
@@ -453,7 +491,7 @@ class Queen:
         Wire: one message → ``POST /api/v1/ack``; a list → one ``POST /api/v1/ack/batch`` per
         effective consumer group (the broker applies the body-level group to every item).
         """
-        return acks.ack(self._session, message, status, context)
+        return acks.ack(self._session, message, status, context, group=group, error=error)
 
     # ------------------------------------------------------------------ renew
 
@@ -476,8 +514,9 @@ class Queen:
         Args:
             target: a lease id (str), a popped message (its ``leaseId``), or a list of them;
                 lease ids are de-duplicated in order (one pop shares one lease).
-            seconds: new lease length in **seconds** (the broker default is 60). The broker
-                sets expiry to max(current expiry, now + seconds).
+            seconds: new lease length in **seconds** (the broker default is 60; its
+                ``{"seconds": N}`` field, hence the unit), e.g. ``q.renew(msg, seconds=30)``
+                or ``msg.renew(30)``. The broker sets expiry to max(current expiry, now + seconds).
 
         Returns:
             the broker's result dict ``{index, leaseId, success, error, expiresAt}`` for a

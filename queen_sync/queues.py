@@ -25,9 +25,18 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Mapping, O
 
 from . import codec
 from ._session import Session
-from ._validate import bool_arg, int_arg, items_arg, timestamp_arg, validate_name
+from ._validate import (
+    bool_arg,
+    int_arg,
+    items_arg,
+    millis_or_deprecated_seconds,
+    timeout_arg,
+    timestamp_arg,
+    validate_name,
+)
 from .dlq import DLQBuilder
 from .errors import BrokerError, InvalidInputError
+from .message import bind_messages
 from .options import QUEUE_OPTION_DEFAULTS, check_options, update_queue_config
 from .producer import BufferOptions
 from .wire import messages as wire_messages
@@ -47,12 +56,17 @@ def _subscription_from(value: Any) -> str:
 
 
 class QueueBuilder:
-    """Builder for one queue, made by :meth:`Queen.queue`. Setters return a new builder.
+    """Builder for one queue, made by :meth:`queen_sync.Queen.queue` (the client; acks of
+    popped messages: :meth:`queen_sync.Queen.ack`). Setters return a new builder.
 
     Pop/consume settings: ``partition``, ``group``, ``batch``, ``partitions``, ``wait``,
     ``timeout_millis``, ``subscription_mode``, ``subscription_from``, ``auto_ack``; consume
-    only: ``each``, ``limit``, ``idle_millis``, ``concurrency``. Configure: ``namespace``,
-    ``task``, ``config``.
+    only: ``each``, ``limit``, ``idle_millis``, ``concurrency``, ``renew_lease``,
+    ``on_success``, ``on_error``. Configure: ``namespace``, ``task``, ``config``.
+    Actions: :meth:`create`, :meth:`update_config`, :meth:`delete`, :meth:`push`,
+    :meth:`buffer` (then ``push`` / :meth:`flush`), :meth:`pop`, :meth:`consume` (a
+    :class:`~queen_sync.ConsumeResult`, or a :class:`~queen_sync.Consumer` with
+    ``background=True``), :meth:`dlq`. Atomic pushes with acks: :meth:`queen_sync.Queen.transaction`.
     """
 
     def __init__(self, session: Session, name: str) -> None:
@@ -349,8 +363,13 @@ class QueueBuilder:
 
         Returns:
             the number of messages still unconfirmed (0 = all delivered, or nothing buffered).
+
+        Raises:
+            InvalidInputError: ``timeout_millis`` is negative or not a number.
+            ClientClosedError: the client is closed.
         """
         self._session.check_open()
+        timeout_arg("timeout_millis", timeout_millis)
         return self._session.producer.flush(self._name, self._partition, timeout_millis)
 
     flush_buffer = flush
@@ -468,12 +487,17 @@ class QueueBuilder:
 
     # ---------------------------------------------------------------- pop / consume
 
-    def pop(self) -> List[Message]:
+    # List[Any], not List[Message]: a caller's List[Dict[str, Any]] annotation (the type
+    # before messages were bound) must keep checking, and List[Message] must check too
+    def pop(self) -> List[Any]:
         """Pop up to ``batch`` messages once.
 
         Returns:
             the message dicts (``id, transactionId, partitionId, partition, data, createdAt,
-            leaseId, consumerGroup, traceId, producerSub``); ``[]`` when there is nothing to
+            leaseId, consumerGroup, traceId, producerSub``) as :class:`~queen_sync.Message`
+            objects bound to the client (``m.ack()``, ``m.nack(error)``, ``m.renew()``,
+            ``m.trace(...)``; otherwise plain dicts; annotate ``List[queen_sync.Message]`` to
+            have those calls type-checked); ``[]`` when there is nothing to
             deliver (empty queue, all partitions leased, long poll expired). ``wait`` defaults
             to **False** here.
 
@@ -483,7 +507,7 @@ class QueueBuilder:
         Wire: ``GET /api/v1/pop/queue/{q}[/partition/{p}]?batch=&wait=&timeout=&consumerGroup=
         &partitions=&autoAck=&subscriptionMode=&subscriptionFrom=``.
         """
-        return wire_messages.pop(self._session, self.pop_spec())
+        return bind_messages(self._session.message_client, wire_messages.pop(self._session, self.pop_spec()))
 
     @overload
     def consume(
@@ -493,7 +517,8 @@ class QueueBuilder:
         stop_event: Optional[Any] = ...,
         background: Literal[False] = ...,
         handle_signals: bool = ...,
-        drain_timeout: float = ...,
+        drain_timeout_millis: Optional[int] = ...,
+        drain_timeout: Optional[float] = ...,
     ) -> "ConsumeResult": ...
 
     @overload
@@ -504,7 +529,8 @@ class QueueBuilder:
         stop_event: Optional[Any] = ...,
         background: Literal[True],
         handle_signals: bool = ...,
-        drain_timeout: float = ...,
+        drain_timeout_millis: Optional[int] = ...,
+        drain_timeout: Optional[float] = ...,
     ) -> "Consumer": ...
 
     @overload
@@ -515,7 +541,8 @@ class QueueBuilder:
         stop_event: Optional[Any] = ...,
         background: bool,
         handle_signals: bool = ...,
-        drain_timeout: float = ...,
+        drain_timeout_millis: Optional[int] = ...,
+        drain_timeout: Optional[float] = ...,
     ) -> Union["ConsumeResult", "Consumer"]: ...
 
     def consume(
@@ -525,7 +552,8 @@ class QueueBuilder:
         stop_event: Optional[Any] = None,
         background: bool = False,
         handle_signals: bool = False,
-        drain_timeout: float = 30.0,
+        drain_timeout_millis: Optional[int] = None,
+        drain_timeout: Optional[float] = None,
     ) -> Union["ConsumeResult", "Consumer"]:
         """Consume with ``concurrency`` handler threads until ``limit`` messages, ``idle_millis``
         without a message, ``stop_event`` (a ``threading.Event``) is set, the client is
@@ -564,36 +592,42 @@ class QueueBuilder:
             stop_event: optional ``threading.Event`` that stops the consumer when set.
             background: False (default) blocks and returns a ConsumeResult; True starts the
                 consumer in background threads and returns the
-                :class:`~queen_sync.consumer.Consumer` (``stop(drain_timeout)``,
+                :class:`~queen_sync.consumer.Consumer` (``stop(drain_timeout_millis=)``,
                 ``join(timeout)``, ``is_running``, live counters).
             handle_signals: turn SIGTERM / SIGINT into a graceful stop and restore the
                 previous handlers afterwards (main thread only, else InvalidInputError).
                 Default False: no signal handler is installed.
-            drain_timeout: **seconds** a stop waits for popped messages to be handled and
-                acked (default 30.0). Then the messages no handler got are released, except
+            drain_timeout_millis: **milliseconds** a stop waits for popped messages to be
+                handled and acked (default 30000). Then the messages no handler got are released, except
                 those queued behind a still-running handler of the same partition: they are
                 released once it returns. The blocking form returns at the end of the drain;
                 handlers still running then finish in the background (their acks and those
                 releases are not in the returned counts: use ``background=True`` and
                 ``join()`` for the final ones).
+            drain_timeout: deprecated, the same in **seconds**; works for one more release
+                with a DeprecationWarning.
 
         Returns:
             a :class:`~queen_sync.consumer.ConsumeResult` (counts and stop reason), or the
             running :class:`~queen_sync.consumer.Consumer` with ``background=True``.
 
         Raises:
+            ClientClosedError: the client is closed (nothing is started).
             InvalidInputError: bad arguments. In blocking mode: the handler's exception
             (``auto_ack(False)``), an AuthenticationError or other non-transient pop error;
             QueenConnectionError (or the QueenHTTPError of a 5xx / 429 reply) when
             ``idle_millis`` passed with the broker unreachable (reason ``"unreachable"``);
             KeyboardInterrupt is re-raised after a graceful stop.
         """
+        self._session.check_open()  # as every other call: ClientClosedError, not a quiet return
         consumer = self._session.consumers.create(
             self,
             handler,
             stop_event=stop_event,
             handle_signals=handle_signals,
-            drain_timeout=drain_timeout,
+            drain_timeout_millis=millis_or_deprecated_seconds(
+                "drain_timeout_millis", drain_timeout_millis, "drain_timeout", drain_timeout, None
+            ),
         )
         if bool_arg("background", background):
             return cast("Consumer", consumer.start())

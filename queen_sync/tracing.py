@@ -2,7 +2,7 @@
 and readable later with ``Queen.admin.get_traces_for_message`` / ``get_traces_by_name``.
 
 >>> q.trace(msg, "checkout", {"step": "charged"})                              # doctest: +SKIP
->>> def handler(msg):                       # in consume(): msg is a queen_sync.Message
+>>> def handler(msg):                       # popped / consumed: msg is a queen_sync.Message
 ...     msg.trace(["checkout", "audit"], {"step": "received"}, event_type="info")
 
 Traces carry no trace id of their own (the broker mints one); a message's ``traceId`` is
@@ -11,10 +11,11 @@ never sent by these calls.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from .codec import QUEUE_MODE as _QUEUE_MODE
 from .errors import InvalidInputError
+from .message import Message, MessageClient, bind_messages  # their earlier home: re-exported
 from .wire import traces as wire_traces
 from .wire._base import Requester
 
@@ -23,17 +24,8 @@ __all__ = ["Message", "Tracer", "trace", "bind_messages"]
 Names = Union[str, Sequence[str], None]
 
 
-class Tracer(Protocol):
-    """What a :class:`Message` records its traces through (the client that consumed it:
-    :meth:`queen_sync.Queen.trace`)."""
-
-    def trace(
-        self,
-        message: Dict[str, Any],
-        names: Names = None,
-        data: Optional[Mapping[str, Any]] = None,
-        event_type: str = "info",
-    ) -> Dict[str, Any]: ...
+#: what a :class:`Message` records its traces through (the client that delivered it)
+Tracer = MessageClient
 
 
 def _names(names: Names) -> Optional[List[str]]:
@@ -103,34 +95,3 @@ def trace(
         data=data,
     )
     return reply
-
-
-class Message(Dict[str, Any]):
-    """A message dict (exactly the broker's keys) that can record traces on itself.
-
-    The consume loop hands these to handlers; they compare, serialise and behave like the
-    plain dicts ``pop()`` returns. Pickling or ``copy.copy`` gives a plain dict.
-    """
-
-    __slots__ = ("_queen",)
-
-    def __init__(self, fields: Union[Mapping[str, Any], Iterable[Any]] = (), client: Optional[Tracer] = None) -> None:
-        super().__init__(fields)
-        self._queen = client
-
-    def trace(self, names: Names = None, data: Optional[Mapping[str, Any]] = None, event_type: str = "info") -> Dict[str, Any]:
-        """Record a trace on this message through the client that consumed it; see
-        :meth:`Queen.trace` (same return value and exceptions)."""
-        if self._queen is None:
-            raise InvalidInputError("this message is not bound to a client; use Queen.trace(msg, ...)")
-        return self._queen.trace(self, names, data, event_type)
-
-    def __reduce__(self) -> Any:
-        return (dict, (dict(self),))
-
-
-def bind_messages(client: Tracer, messages: Sequence[Mapping[str, Any]]) -> List[Message]:
-    """Wrap popped message dicts as :class:`Message` objects bound to ``client`` (a shallow
-    copy each; no request). The consume loop calls this on every pop result before the
-    handler sees it."""
-    return [m if isinstance(m, Message) and m._queen is client else Message(m, client) for m in messages]

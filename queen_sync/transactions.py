@@ -54,7 +54,8 @@ class TransactionQueueBuilder:
 
 
 class TransactionBuilder:
-    """An atomic bundle of pushes and acks, made by :meth:`Queen.transaction`::
+    """An atomic bundle of pushes and acks, made by :meth:`queen_sync.Queen.transaction`
+    (the client; plain pushes and pops: :class:`~queen_sync.QueueBuilder`)::
 
         q.transaction().queue("invoices").partition("acme").push([{"data": inv}]) \\
             .ack(order, "completed", {"consumer_group": "billing"}).commit()

@@ -86,13 +86,14 @@ from urllib3.exceptions import (
     ClosedPoolError,
     SSLError as _U3SSLError,
     ConnectTimeoutError,
+    EmptyPoolError,
     HTTPError as _U3HTTPError,
     NewConnectionError,
     ReadTimeoutError,
 )
 
 from . import codec
-from ._validate import int_arg
+from ._validate import headers_arg, int_arg, timeout_arg
 from .errors import (
     AuthenticationError,
     ClientClosedError,
@@ -173,7 +174,7 @@ class ConstantBackoff(Backoff):
     """Always wait ``delay_millis`` milliseconds."""
 
     def __init__(self, delay_millis: float) -> None:
-        self._s = max(0.0, float(delay_millis)) / 1000.0
+        self._s = float(timeout_arg("delay_millis", delay_millis)) / 1000.0
 
     def compute(self, failures: int) -> float:
         return self._s
@@ -195,8 +196,8 @@ class ExponentialBackoff(Backoff):
     def __init__(self, base_millis: float = 500, cap_millis: float = 10000, jitter: str = "equal") -> None:
         if jitter not in ("equal", "full", "none"):
             raise InvalidInputError("jitter must be 'equal', 'full' or 'none', got %r" % (jitter,))
-        self._base = max(0.0, float(base_millis)) / 1000.0
-        self._cap = max(0.0, float(cap_millis)) / 1000.0
+        self._base = float(timeout_arg("base_millis", base_millis)) / 1000.0
+        self._cap = float(timeout_arg("cap_millis", cap_millis)) / 1000.0
         self._jitter = jitter
 
     def compute(self, failures: int) -> float:
@@ -361,8 +362,9 @@ class Transport:
             int_arg("connect_timeout_millis", connect_timeout_millis, 1)
         if bearer_token is not None and not isinstance(bearer_token, str):
             raise InvalidInputError("bearer_token must be a str")
-        if headers is not None and not isinstance(headers, Mapping):
-            raise InvalidInputError("headers must be a dict of str to str")
+        extra_headers = headers_arg(headers)  # InvalidInputError now, not a ValueError at the first call
+        if bearer_token is not None:
+            headers_arg({"Authorization": "Bearer %s" % bearer_token})
         if load_balancing_strategy not in LOAD_BALANCING_STRATEGIES:
             raise InvalidInputError(
                 "load_balancing_strategy must be one of %s, got %r"
@@ -387,9 +389,7 @@ class Transport:
         }
         if bearer_token:
             base_headers["Authorization"] = "Bearer %s" % bearer_token
-        if headers:
-            for k, v in headers.items():
-                base_headers[str(k)] = str(v)
+        base_headers.update(extra_headers)
         self._headers = base_headers
         self._post_headers = dict(base_headers)
         self._post_headers.setdefault("Content-Type", "application/json")
@@ -422,7 +422,8 @@ class Transport:
         return urllib3.PoolManager(
             num_pools=max(10, 2 * len(self._urls)),
             maxsize=self._pool_maxsize,
-            block=False,
+            # more threads than connections wait for one (no "Connection pool is full" churn)
+            block=True,
             retries=False,
             **self._tls,
         )
@@ -678,6 +679,7 @@ class Transport:
                 redirect=False,
                 preload_content=False,
                 assert_same_host=False,
+                pool_timeout=timeout.read_timeout,  # a bounded wait for a free connection
             )
         except NewConnectionError as exc:  # refused / DNS: never sent
             raise _Attempt(
@@ -717,6 +719,16 @@ class Transport:
                     method, path, base, why, hint), url=base),
                 sent=True,
                 failover=True,
+            ) from None
+        except EmptyPoolError:  # every connection stayed busy for the whole timeout: never sent
+            raise _Attempt(
+                QueenTimeoutError(
+                    "%s %s: no free connection to %s within %.0f ms (pool_maxsize=%d)"
+                    % (method, path, base, (timeout.read_timeout or 0) * 1000.0, self._pool_maxsize),
+                    url=base,
+                ),
+                sent=False,
+                failover=False,
             ) from None
         except ClosedPoolError:
             raise _Attempt(

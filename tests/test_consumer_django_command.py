@@ -85,7 +85,7 @@ def test_summary_counts_what_happened_after_the_drain_timeout(
     out = io.StringIO()
     call_command(
         "queen_consume", "%s.handle" % mod, "--queue", qname, "--group", group, "--batch", "4", "--each",
-        "--drain-timeout", "0.2", "--idle-millis", "20000", stdout=out,
+        "--drain-timeout-millis", "200", "--idle-millis", "20000", stdout=out,
     )
     t.join(10)
     assert errors == []

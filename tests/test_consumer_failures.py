@@ -122,7 +122,7 @@ def test_broker_restart_mid_consume_loses_nothing(embedded_broker: Any, caplog: 
             embedded_broker.start()
             assert _wait_until(lambda: len(set(handled)) == len(pushed), timeout=30)
         finally:
-            res = consumer.stop(10)
+            res = consumer.stop(drain_timeout_millis=10_000)
         assert consumer.join(10)
         # acks sent while the broker went down were resent only when that could not count twice
         assert len(handled) == len(set(handled))

@@ -64,7 +64,7 @@ def test_forked_child_copy_of_a_consumer_is_inert(embedded_broker: Any) -> None:
         assert wait_until(lambda: consumer.acked == 3)
     finally:
         gate.set()
-        res = consumer.stop(10)
+        res = consumer.stop(drain_timeout_millis=10_000)
         q.close()
     assert handled == [0, 1, 2] and (res.acked, res.ack_failures, res.released) == (3, 0, 0)
 
@@ -88,6 +88,6 @@ def test_signal_in_forked_child_is_not_swallowed_by_the_parents_consumer(embedde
 
         assert _run_child(child) == 0
     finally:
-        consumer.stop(5)
+        consumer.stop(drain_timeout_millis=5000)
         q.close()
     assert consumer.reason == "stopped"

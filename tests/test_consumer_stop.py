@@ -57,7 +57,7 @@ def test_stop_during_burst_acks_everything_handled(client: Queen, qname: str) ->
     consumer = client.queue(qname).group("g").batch(5).each().concurrency(4).consume(handler, background=True)
     assert consumer.is_running
     assert _wait_until(lambda: consumer.handled >= 60)
-    res = consumer.stop(10)
+    res = consumer.stop(drain_timeout_millis=10_000)
     assert consumer.join(10) and not consumer.is_running
     assert res.reason == "stopped"
     assert overlaps == []
@@ -83,7 +83,7 @@ def test_drain_timeout_releases_unstarted_messages(client: Queen, qname: str) ->
 
     consumer = client.queue(qname).group("g").batch(5).each().consume(handler, background=True)
     assert started.wait(10)
-    res = consumer.stop(0.2)  # message 1 is in the handler; 2..5 wait behind it in its lane
+    res = consumer.stop(drain_timeout_millis=200)  # message 1 is in the handler; 2..5 wait behind it in its lane
     # stop() returned at the drain timeout; 2..5 can only be released once message 1 is acked
     # (releasing its partition earlier would make that ack fail and the broker redeliver it)
     assert res.handled == 1 and res.acked == 0
@@ -106,7 +106,7 @@ def test_messages_of_a_pop_answered_after_stop_are_released(embedded_broker: Any
             lambda m: handled.append(m["transactionId"]), background=True
         )
         assert _wait_until(lambda: embedded_broker.request_count("GET", "/api/v1/pop") >= 1)
-        res = consumer.stop(10)  # the delayed pop is in flight: its messages come back after the stop
+        res = consumer.stop(drain_timeout_millis=10_000)  # the delayed pop is in flight: its messages come back after the stop
         assert consumer.join(10)
         assert handled == [] and res.released == 3 and res.ack_failures == 0
         assert sorted(_drain_group(client, qname)) == sorted(pushed)

@@ -51,7 +51,7 @@ Logging goes to the ``queen_sync.consumer`` logger.
 
 from __future__ import annotations
 
-from ._consumer import DEFAULT_DRAIN_TIMEOUT_SECONDS, Consumer
+from ._consumer import DEFAULT_DRAIN_TIMEOUT_MILLIS, DEFAULT_DRAIN_TIMEOUT_SECONDS, Consumer
 from ._fetching import POLL_CAP_MILLIS
 from ._leases import DEFAULT_RENEW_INTERVAL_MILLIS
 from ._outage import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS
@@ -63,6 +63,7 @@ __all__ = [
     "Consumer",
     "ConsumeResult",
     "DEFAULT_RENEW_INTERVAL_MILLIS",
+    "DEFAULT_DRAIN_TIMEOUT_MILLIS",
     "DEFAULT_DRAIN_TIMEOUT_SECONDS",
     "POLL_CAP_MILLIS",
     "BACKOFF_BASE_SECONDS",

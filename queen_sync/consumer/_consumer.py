@@ -21,6 +21,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Set
 
+from .._validate import millis_or_deprecated_seconds
 from ..errors import InvalidInputError
 from ._acks import Acks
 from ._calls import Broker, read_builder
@@ -38,19 +39,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..builders import QueueBuilder
     from ..client import Queen
 
-__all__ = ["Consumer", "DEFAULT_DRAIN_TIMEOUT_SECONDS"]
+__all__ = ["Consumer", "DEFAULT_DRAIN_TIMEOUT_MILLIS", "DEFAULT_DRAIN_TIMEOUT_SECONDS"]
 
-#: Default drain timeout of a stop, in seconds.
-DEFAULT_DRAIN_TIMEOUT_SECONDS = 30.0
-
-
-def _check_drain_timeout(drain_timeout: Any) -> None:
-    if isinstance(drain_timeout, bool) or not isinstance(drain_timeout, (int, float)) or drain_timeout < 0:
-        raise InvalidInputError("drain_timeout must be a number of seconds >= 0, got %r" % (drain_timeout,))
+#: Default drain timeout of a stop, in milliseconds.
+DEFAULT_DRAIN_TIMEOUT_MILLIS = 30000
+#: The same in seconds (deprecated: kept for one release with ``drain_timeout``).
+DEFAULT_DRAIN_TIMEOUT_SECONDS = DEFAULT_DRAIN_TIMEOUT_MILLIS / 1000.0
 
 
 class Consumer:
-    """A consume loop over one queue builder's settings; see :meth:`QueueBuilder.consume`.
+    """A consume loop over one queue builder's settings; see
+    :meth:`queen_sync.QueueBuilder.consume` (made from :meth:`queen_sync.Queen.queue`).
 
     Made by ``consume(handler)`` (blocking: :meth:`run`) or ``consume(handler,
     background=True)`` (started, returned to the caller).
@@ -67,12 +66,14 @@ class Consumer:
         handle_signals: turn SIGTERM / SIGINT into a graceful stop while the consumer runs
             (a second signal goes to the previous handler); the previous handlers are
             restored when it ends. Main thread only.
-        drain_timeout: seconds a stop waits for popped messages to be handled and acked
-            (default 30.0).
+        drain_timeout_millis: milliseconds a stop waits for popped messages to be handled
+            and acked (default 30000).
+        drain_timeout: deprecated, the same in seconds (DeprecationWarning; removed in the
+            next release).
 
     Raises:
         InvalidInputError: handler not callable, ``handle_signals`` outside the main
-            thread, or a negative drain timeout.
+            thread, a negative drain timeout, or both drain timeout arguments.
 
     Live counters (ints): :attr:`handled`, :attr:`acked`, :attr:`nacked`, :attr:`failed`,
     :attr:`skipped`, :attr:`renewals`, :attr:`ack_failures`, :attr:`ack_uncertain`,
@@ -87,11 +88,14 @@ class Consumer:
         *,
         stop_event: Optional[threading.Event] = None,
         handle_signals: bool = False,
-        drain_timeout: float = DEFAULT_DRAIN_TIMEOUT_SECONDS,
+        drain_timeout_millis: Optional[int] = None,
+        drain_timeout: Optional[float] = None,
     ) -> None:
         if not callable(handler):
             raise InvalidInputError("consume() needs a callable handler, got %r" % (handler,))
-        _check_drain_timeout(drain_timeout)
+        drain_ms = millis_or_deprecated_seconds(
+            "drain_timeout_millis", drain_timeout_millis, "drain_timeout", drain_timeout, DEFAULT_DRAIN_TIMEOUT_MILLIS
+        )
         if not isinstance(handle_signals, bool):
             raise InvalidInputError("handle_signals must be True or False, got %r" % (handle_signals,))
         if handle_signals and threading.current_thread() is not threading.main_thread():
@@ -106,7 +110,7 @@ class Consumer:
         auto_ack: bool = False if has_callbacks else (True if settings.auto_ack is None else settings.auto_ack)
         idle_s = None if settings.idle_millis is None else settings.idle_millis / 1000.0
         self._st = ConsumerState(spec.queue, self._concurrency * spec.batch, settings.limit, idle_s,
-                                 float(drain_timeout))
+                                 (drain_ms or 0) / 1000.0)
         broker = Broker(client)
         acks = Acks(self._st, broker, spec.group)
         self._lanes = Lanes(
@@ -252,13 +256,18 @@ class Consumer:
         self._add_thread(t)
         return self
 
-    def stop(self, drain_timeout: Optional[float] = None) -> ConsumeResult:
+    def stop(self, drain_timeout: Optional[float] = None, *, drain_timeout_millis: Optional[int] = None) -> ConsumeResult:
         """Stop gracefully and return the :class:`ConsumeResult`.
+
+        Args:
+            drain_timeout_millis: how long popped messages may still be handled and acked,
+                in milliseconds (default: the consumer's, 30000). Keyword only.
+            drain_timeout: deprecated, the same in **seconds** (also positional, as
+                ``stop(10)``): works for one more release with a DeprecationWarning.
 
         No new pop is started; in-flight pops finish (at most ~1 s, long polls are capped at
         :data:`POLL_CAP_MILLIS`) and their messages are released unhandled; messages popped
-        before are handled and acked until ``drain_timeout`` **seconds** (default: the
-        consumer's, 30.0) have passed; then the ones not yet given to a handler are released
+        before are handled and acked until the drain timeout has passed; then the ones not yet given to a handler are released
         (ack status ``retry``), except those queued behind a handler of the same partition
         that is still running: they are released once that handler has returned (releasing
         them earlier would free the partition while its handler runs). Handlers still running
@@ -274,12 +283,13 @@ class Consumer:
         threads) it returns the counters at once and sends nothing: the leases belong to
         the parent.
         """
-        if drain_timeout is not None:
-            _check_drain_timeout(drain_timeout)
+        drain_ms = millis_or_deprecated_seconds(
+            "drain_timeout_millis", drain_timeout_millis, "drain_timeout", drain_timeout, None
+        )
         if self._forked():
             self._signals.restore()
             return self.result
-        self._st.request_stop("stopped", drain_timeout)
+        self._st.request_stop("stopped", None if drain_ms is None else drain_ms / 1000.0)
         if not self._started:
             self._st.stats.reason = self._st.stats.reason or "stopped"
             return self.result
@@ -297,15 +307,19 @@ class Consumer:
 
     def join(self, timeout: Optional[float] = None) -> bool:
         """Wait up to ``timeout`` **seconds** (None: forever) until every thread of the consumer
-        ended. Returns True when it has ended, False on timeout.
+        ended. Returns True when it has ended, False on timeout. (Seconds, as
+        ``threading.Thread.join``; every other duration of queen_sync is in milliseconds.)
 
         In a process forked from the one running the consumer it returns True at once (the
         copy there has no threads).
 
         Raises:
+            InvalidInputError: a negative ``timeout``.
             the exception that stopped the consumer (reason ``"error"`` or
             ``"unreachable"``, see :attr:`error`), once it has ended.
         """
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
+            raise InvalidInputError("join() timeout must be None or a number of seconds >= 0, got %r" % (timeout,))
         if not self._started or self._forked():
             return True
         ended = self._done.wait(timeout)

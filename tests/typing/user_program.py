@@ -43,10 +43,31 @@ def main() -> int:
             print(ok)
         many: List[Dict[str, Any]] = q.ack(msgs[2:], "failed", {"consumer_group": "billing", "error": "boom"})
         print(len(many))
+        # keyword forms and messages that act on themselves (issue 13 item 4)
+        popped: List[Message] = q.queue("orders").group("billing").batch(3).pop()
+        for p in popped:
+            done: Dict[str, Any] = q.ack(p, status="completed", group="billing")
+            print(done["success"])
+        every: List[Dict[str, Any]] = q.ack(popped, status="failed", group="billing", error="boom")
+        print(len(every))
+        renewed: Dict[str, Any] = q.renew(popped[0], seconds=30) if popped else {}
+        print(renewed)
+        for p in popped:
+            print(p.renew(30)["expiresAt"], p.renew()["success"])
+            print(p.ack()["success"], p.ack("completed", group="billing")["success"])
+            print(p.nack("bad total")["dlq"], p.nack(error="bad", group="billing")["success"])
+
+        def manual(m: Message) -> None:
+            m.trace("checkout", {"step": "seen"})
+            m.ack()
+
+        q.queue("orders").group("g3").each().auto_ack(False).limit(1).idle_millis(1000).consume(manual)
+        stopped = q.queue("orders").group("g4").consume(handle, background=True, drain_timeout_millis=1000)
+        print(stopped.join(1.5), stopped.stop().reason)
         res = q.queue("orders").group("g").limit(5).idle_millis(1000).concurrency(2).consume(handle)
         print(res.handled, res.reason)
         bg = q.queue("orders").group("g2").each().consume(handle, background=True)
-        print(bg.stop(5.0).acked, bg.is_running)
+        print(bg.stop(drain_timeout_millis=5000).acked, bg.is_running)
         q.queue("orders").group("g").batch(5).limit(5).idle_millis(1000).consume(handle_batch)
         q.queue("orders").group("g").each().limit(1).idle_millis(1000).consume(lambda m: None)
         q.queue("orders").delete()

@@ -4,7 +4,7 @@
 
     python manage.py queen_consume orders.handlers.handle_order --queue orders \\
         [--group billing] [--partition acme] [--concurrency 4] [--batch 10] [--each] \\
-        [--limit 1000] [--idle-millis 60000] [--drain-timeout 30] [--renew-lease-millis 10000] \\
+        [--limit 1000] [--idle-millis 60000] [--drain-timeout-millis 30000] [--renew-lease-millis 10000] \\
         [--subscription-mode all|new] [--subscription-from now|ISO-8601]
 
 The handler (a dotted path ``package.module.callable``, or ``package.module:callable``) is
@@ -15,7 +15,9 @@ dead-letter queue). Within a partition, messages are handled in order, one at a 
 
 The command stops after ``--limit`` messages, after ``--idle-millis`` milliseconds without a
 message, or on SIGTERM / SIGINT: then no new pop is made, messages already popped are
-handled and acked for at most ``--drain-timeout`` seconds; popped messages no handler got by
+handled and acked for at most ``--drain-timeout-millis`` milliseconds (default 30000;
+the older ``--drain-timeout`` in seconds still works for one release, with a deprecation
+note on stderr); popped messages no handler got by
 then are released to the broker unhandled, except those queued behind a handler of the
 same partition that is still running: they are released once that handler has returned
 (releasing them earlier would free the partition while its handler runs). The command
@@ -91,10 +93,16 @@ class Command(BaseCommand):
             "--idle-millis", type=_positive, default=None, help="stop after this many milliseconds without a message"
         )
         parser.add_argument(
+            "--drain-timeout-millis",
+            type=int,
+            default=None,
+            help="milliseconds a stop waits for popped messages to be handled and acked (default 30000)",
+        )
+        parser.add_argument(
             "--drain-timeout",
             type=float,
-            default=30.0,
-            help="seconds a stop waits for popped messages to be handled and acked (default 30)",
+            default=None,
+            help="deprecated: the same in seconds (use --drain-timeout-millis)",
         )
         parser.add_argument(
             "--renew-lease-millis",
@@ -107,8 +115,16 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         handler = load_handler(opts["handler"])
-        if opts["drain_timeout"] < 0:
-            raise CommandError("--drain-timeout must be >= 0")
+        drain_ms = opts["drain_timeout_millis"]
+        if drain_ms is not None and drain_ms < 0:
+            raise CommandError("--drain-timeout-millis must be >= 0")
+        if opts["drain_timeout"] is not None:
+            if drain_ms is not None:
+                raise CommandError("give --drain-timeout-millis, not both it and --drain-timeout")
+            if not opts["drain_timeout"] >= 0:
+                raise CommandError("--drain-timeout must be >= 0")
+            self.stderr.write("queen_consume: --drain-timeout (seconds) is deprecated; use --drain-timeout-millis")
+            drain_ms = int(round(opts["drain_timeout"] * 1000.0))
         try:
             client = get_client()
             b = client.queue(opts["queue"])
@@ -138,7 +154,7 @@ class Command(BaseCommand):
                 opts["batch"],
             )
             consumer = b.consume(
-                handler, background=True, handle_signals=in_main, drain_timeout=opts["drain_timeout"]
+                handler, background=True, handle_signals=in_main, drain_timeout_millis=drain_ms
             )
             try:
                 # the final counters: wait for the handlers still running after the drain
@@ -146,7 +162,7 @@ class Command(BaseCommand):
                 while not consumer.join(0.5):
                     pass
             except KeyboardInterrupt:  # a second SIGINT: release what is left, then exit
-                consumer.stop(0.0)
+                consumer.stop(drain_timeout_millis=0)
                 raise
             result = consumer.result
         except QueenError as exc:

@@ -1,0 +1,142 @@
+"""The :class:`Message` that ``pop()`` returns and ``consume()`` handlers get: the broker's
+message dict, bound to the client that delivered it, so it can ack, nack, renew and trace
+itself::
+
+    for m in q.queue("orders").group("billing").batch(10).pop():
+        try:
+            handle(m["data"])
+            m.ack()                        # = q.ack(m, "completed")
+        except ValueError as exc:
+            m.nack(str(exc))               # = q.ack(m, "failed", error=str(exc))
+
+A :class:`Message` is a ``dict`` subclass with exactly the broker's keys: it compares,
+serialises and behaves like a plain dict (pickling or ``copy.copy`` gives a plain dict).
+The calls go through the client (:class:`MessageClient`: :meth:`queen_sync.Queen.ack`,
+:meth:`~queen_sync.Queen.renew`, :meth:`~queen_sync.Queen.trace`), with their arguments,
+return values and exceptions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Union
+
+from .errors import InvalidInputError
+
+__all__ = ["Message", "MessageClient", "bind_messages"]
+
+Names = Union[str, Sequence[str], None]
+
+
+class MessageClient(Protocol):
+    """What a :class:`Message` acts through: the :class:`~queen_sync.Queen` that delivered it."""
+
+    def trace(
+        self,
+        message: Dict[str, Any],
+        names: Names = None,
+        data: Optional[Mapping[str, Any]] = None,
+        event_type: str = "info",
+    ) -> Dict[str, Any]: ...
+
+    def ack(
+        self,
+        message: Dict[str, Any],
+        status: Union[bool, str] = True,
+        context: Optional[Mapping[str, Any]] = None,
+        *,
+        group: Optional[str] = None,
+        error: Optional[str] = None,
+    ) -> Dict[str, Any]: ...
+
+    def renew(self, target: Dict[str, Any], seconds: Optional[int] = None) -> Dict[str, Any]: ...
+
+
+class Message(Dict[str, Any]):
+    """A message dict (exactly the broker's keys) bound to the client that popped it.
+
+    ``pop()`` returns these and consume handlers get them; they compare, serialise and
+    behave like plain dicts. Pickling or ``copy.copy`` gives a plain dict (unbound).
+
+    Within ``consume()`` with auto-ack (the default) the consumer acks for the handler: call
+    :meth:`ack` / :meth:`nack` yourself only with ``auto_ack(False)`` (or on popped messages).
+    """
+
+    __slots__ = ("_queen",)
+
+    def __init__(
+        self, fields: Union[Mapping[str, Any], Iterable[Any]] = (), client: Optional[MessageClient] = None
+    ) -> None:
+        super().__init__(fields)
+        self._queen = client
+
+    def _client(self) -> MessageClient:
+        if self._queen is None:
+            raise InvalidInputError("this message is not bound to a client; use Queen.ack / renew / trace(msg, ...)")
+        return self._queen
+
+    def trace(self, names: Names = None, data: Optional[Mapping[str, Any]] = None, event_type: str = "info") -> Dict[str, Any]:
+        """Record a trace on this message; see :meth:`queen_sync.Queen.trace` (same return
+        value and exceptions). Wire: ``POST /api/v1/traces``."""
+        return self._client().trace(self, names, data, event_type)
+
+    def ack(
+        self, status: Union[bool, str] = True, *, group: Optional[str] = None, error: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """Acknowledge this message (``completed`` by default); ``status``, ``group`` and
+        ``error`` as :meth:`queen_sync.Queen.ack`, which this calls.
+
+        Returns:
+            the broker's result dict ``{index, transactionId, success, error, ...}``.
+
+        Raises:
+            AckError: the broker refused it (e.g. the lease expired); InvalidInputError,
+            ClientClosedError, QueenConnectionError as :meth:`queen_sync.Queen.ack`.
+
+        Wire: ``POST /api/v1/ack``.
+        """
+        return self._client().ack(self, status, group=group, error=error)
+
+    def nack(self, error: Optional[str] = None, *, group: Optional[str] = None) -> Dict[str, Any]:
+        """Nack this message (status ``failed``: redelivered until the queue's retry limit,
+        then dead-lettered), with ``error`` as the reason; see :meth:`ack`.
+
+        Note the broker's rule: a nack releases the lease of the **whole pop**, so the other
+        messages of that pop from its partition are redelivered too.
+        """
+        return self._client().ack(self, "failed", group=group, error=error)
+
+    def renew(self, seconds: Optional[int] = None) -> Dict[str, Any]:
+        """Extend this message's lease (its pop's lease) to ``seconds`` **seconds** from now
+        (None: the broker default, 60); see :meth:`queen_sync.Queen.renew`.
+
+        Returns ``{index, leaseId, success, error, expiresAt}``. Raises LeaseError (refused)
+        or InvalidInputError (no lease: popped with ``auto_ack(True)``).
+        Wire: ``POST /api/v1/lease/{leaseId}/extend``.
+        """
+        return self._client().renew(self, seconds)
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+class _BoundMessage(Message):
+    """A :class:`Message` made by :func:`bind_messages`: dict's own C ``__init__`` (no Python
+    call per message on the pop path: about 2.5x cheaper than ``Message(m, client)``)."""
+
+    __slots__ = ()
+    __init__ = dict.__init__
+
+
+def bind_messages(client: Optional[MessageClient], messages: Sequence[Mapping[str, Any]]) -> List[Message]:
+    """Wrap popped message dicts as :class:`Message` objects bound to ``client`` (a shallow
+    copy each; no request). ``pop()`` and the consume loop call this on every pop result."""
+    out: List[Message] = []
+    append = out.append
+    for m in messages:
+        if isinstance(m, Message) and m._queen is client:
+            append(m)
+        else:
+            b = _BoundMessage(m)
+            b._queen = client
+            append(b)
+    return out
