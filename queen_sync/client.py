@@ -85,7 +85,7 @@ class _ConsumerRegistry:
         self._client = client
 
     def create(self, builder: Any, handler: Callable[[Any], Any], **options: Any) -> Consumer:
-        return Consumer(self._client, builder, handler, **options)
+        return Consumer(self._client._session, builder, handler, **options)
 
 
 class Queen:
@@ -253,7 +253,7 @@ class Queen:
         """
         limit = self._close_timeout_millis if timeout_millis is None else int_arg("timeout_millis", timeout_millis, 0)
         deadline = time.monotonic() + limit / 1000.0
-        own = in_consumer_thread(self)
+        own = in_consumer_thread(self._session)
         with self._close_lock:
             first = not self._closing
             self._closing = True
@@ -266,7 +266,7 @@ class Queen:
                 self._close_done.wait(max(0.0, until - time.monotonic()) + MIN_CLOSE_FLUSH_MILLIS / 1000.0 + 5.0)
             return self._producer.unsent_on_close or 0
         try:
-            wait_consumers = stop_consumers_for_close(self, limit, deadline)
+            wait_consumers = stop_consumers_for_close(self._session, limit, deadline)
         except BaseException:
             self._finish_close(lambda: None, deadline)
             raise

@@ -35,8 +35,8 @@ from ._state import ConsumeResult, ConsumerState
 from ._stopping import STOP_GRACE_S, Supervisor
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..builders import QueueBuilder
-    from ..client import Queen
+    from .._session import Session
+    from ..queues import QueueBuilder
 
 __all__ = ["Consumer", "DEFAULT_DRAIN_TIMEOUT_SECONDS"]
 
@@ -56,8 +56,9 @@ class Consumer:
     background=True)`` (started, returned to the caller).
 
     Args:
-        client: the :class:`~queen_sync.Queen` client.
-        builder: the :class:`~queen_sync.builders.QueueBuilder` with the pop / consume settings
+        session: the :class:`~queen_sync._session.Session` of the client (what the
+            consumer sends through; ``Queen.close`` stops the consumers of its session).
+        builder: the :class:`~queen_sync.queues.QueueBuilder` with the pop / consume settings
             (``concurrency``, ``batch``, ``partitions``, ``each``, ``limit``, ``idle_millis``,
             ``auto_ack``, ``renew_lease``, ``on_success``, ``on_error``, ...).
         handler: called with one message dict (``each()`` or ``batch == 1``), else with the
@@ -81,7 +82,7 @@ class Consumer:
 
     def __init__(
         self,
-        client: "Queen",
+        session: "Session",
         builder: "QueueBuilder",
         handler: Callable[[Any], Any],
         *,
@@ -98,7 +99,7 @@ class Consumer:
             raise InvalidInputError("handle_signals=True works only in the main thread (Python signal rules)")
         settings = read_builder(builder)
         spec = settings.spec
-        self._client = client
+        self._session = session
         self._queue = spec.queue
         self._group = spec.group
         self._concurrency: int = settings.concurrency
@@ -107,7 +108,7 @@ class Consumer:
         idle_s = None if settings.idle_millis is None else settings.idle_millis / 1000.0
         self._st = ConsumerState(spec.queue, self._concurrency * spec.batch, settings.limit, idle_s,
                                  float(drain_timeout))
-        broker = Broker(client)
+        broker = Broker(session)
         acks = Acks(self._st, broker, spec.group)
         self._lanes = Lanes(
             self._st,

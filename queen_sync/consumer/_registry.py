@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, List, Optional
 from ._log import log
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..client import Queen
+    from .._session import Session
     from ._consumer import Consumer
 
 __all__ = ["CLOSE_RELEASE_RESERVE_S", "in_consumer_thread", "register", "stop_consumers_for_close", "unregister"]
@@ -61,26 +61,26 @@ def unregister(consumer: "Consumer") -> None:
         _registry.discard(consumer)
 
 
-def _consumers_of(client: "Queen") -> List["Consumer"]:
-    """The consumers of ``client`` running in this process (started, not ended, not a
-    forked child's copy)."""
+def _consumers_of(session: "Session") -> List["Consumer"]:
+    """The consumers of a client (its ``session``) running in this process (started, not
+    ended, not a forked child's copy)."""
     with _registry_lock:
-        found = [c for c in _registry if c._client is client]
+        found = [c for c in _registry if c._session is session]
     return [c for c in found if c._started and not c._done.is_set() and not c._forked()]
 
 
-def in_consumer_thread(client: "Queen") -> bool:
-    """True when the calling thread is a thread of a consumer of ``client`` (a handler or
-    callback runs in one): such a thread must not wait for that consumer to end."""
+def in_consumer_thread(session: "Session") -> bool:
+    """True when the calling thread is a thread of a consumer of the client of ``session``
+    (a handler or callback runs in one): such a thread must not wait for that consumer to end."""
     me = threading.get_ident()
-    return any(me in c._thread_ids for c in _consumers_of(client))
+    return any(me in c._thread_ids for c in _consumers_of(session))
 
 
 def stop_consumers_for_close(
-    client: "Queen", timeout_millis: int, deadline: Optional[float] = None
+    session: "Session", timeout_millis: int, deadline: Optional[float] = None
 ) -> Callable[[], None]:
-    """Used by :meth:`Queen.close`: ask every consumer of ``client`` running in this process
-    to stop gracefully now (reason ``"closed"``: no new pop, popped messages are handled and
+    """Used by :meth:`Queen.close`: ask every consumer of the client (its ``session``)
+    running in this process to stop gracefully now (reason ``"closed"``: no new pop, popped messages are handled and
     acked, the ones not given to a handler by the drain deadline are released).
 
     The drain deadline is the close deadline minus a reserve for those final releases
@@ -88,7 +88,7 @@ def stop_consumers_for_close(
     while the transport is still open.
 
     Args:
-        client: the :class:`~queen_sync.Queen` being closed.
+        session: the :class:`~queen_sync._session.Session` of the client being closed.
         timeout_millis: the close timeout, in milliseconds.
         deadline: the close deadline (a ``time.monotonic()`` value); default: now +
             ``timeout_millis``.
@@ -105,7 +105,7 @@ def stop_consumers_for_close(
         deadline = time.monotonic() + timeout_s
     left = max(0.0, deadline - time.monotonic())
     drain_s = max(0.0, left - min(CLOSE_RELEASE_RESERVE_S, left / 4.0))
-    consumers = _consumers_of(client)
+    consumers = _consumers_of(session)
     for c in consumers:
         c._request_stop("closed", drain_s)
 
