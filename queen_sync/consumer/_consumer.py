@@ -76,7 +76,7 @@ class Consumer:
             thread, or a negative drain timeout.
 
     Live counters (ints): :attr:`handled`, :attr:`acked`, :attr:`nacked`, :attr:`failed`,
-    :attr:`skipped`, :attr:`renewals`, :attr:`ack_failures`, :attr:`ack_uncertain`,
+    :attr:`skipped`, :attr:`renewals`, :attr:`ack_failures`, :attr:`ack_uncertain`, :attr:`uncertain`,
     :attr:`renew_failures`, :attr:`lost`, :attr:`released`; :attr:`result` is a snapshot :class:`ConsumeResult`.
     """
 
@@ -201,6 +201,9 @@ class Consumer:
     ack_failures = property(lambda self: self._st.stats.ack_failures, doc="Acks refused or not sent.")
     ack_uncertain = property(
         lambda self: self._st.stats.ack_uncertain, doc="Acks whose reply was lost, not (yet) confirmed."
+    )
+    uncertain = property(
+        lambda self: self._st.stats.uncertain, doc="Acks / nacks given up on while the broker was unreachable."
     )
     renew_failures = property(lambda self: self._st.stats.renew_failures, doc="Renewals refused or not sent.")
     lost = property(lambda self: self._st.stats.lost, doc="Messages given up after their lease was lost.")

@@ -195,11 +195,18 @@ class Lanes:
         released by a nack (the rest of the unit must be skipped)."""
         with self._st.lock:
             self._st.stats.handled += len(msgs)
+            self._st.handlers_running += 1
             self._st.last_activity = time.monotonic()
         try:
-            result = self._handler(arg)
-            if self._on_success is not None:
-                self._on_success(arg, result)
+            try:
+                result = self._handler(arg)
+                if self._on_success is not None:
+                    self._on_success(arg, result)
+            finally:
+                with self._st.lock:
+                    # the idle clock (and "unreachable" while acks are pending) runs from here
+                    self._st.handlers_running -= 1
+                    self._st.last_activity = time.monotonic()
         except BaseException as exc:
             if not isinstance(exc, Exception):  # SystemExit & co: forget the messages, end the thread
                 self._st.resolve(msgs, unit)
