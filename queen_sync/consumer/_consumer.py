@@ -103,8 +103,9 @@ class Consumer:
         self._queue = spec.queue
         self._group = spec.group
         self._concurrency: int = settings.concurrency
+        # an explicit auto_ack() always holds; callbacks only change the default (to False)
         has_callbacks = settings.on_success is not None or settings.on_error is not None
-        auto_ack: bool = False if has_callbacks else (True if settings.auto_ack is None else settings.auto_ack)
+        auto_ack: bool = (not has_callbacks) if settings.auto_ack is None else settings.auto_ack
         idle_s = None if settings.idle_millis is None else settings.idle_millis / 1000.0
         self._st = ConsumerState(spec.queue, self._concurrency * spec.batch, settings.limit, idle_s,
                                  float(drain_timeout))
