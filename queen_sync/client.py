@@ -427,7 +427,9 @@ class Queen:
             BrokerError / QueenConnectionError: the call itself failed.
 
         Wire: one message → ``POST /api/v1/ack``; a list → one ``POST /api/v1/ack/batch`` per
-        effective consumer group (the broker applies the body-level group to every item).
+        effective consumer group (the broker applies the body-level group to every item),
+        each partition's messages in pop order (``createdAt``, ``id``): an ack moves the
+        partition's cursor to that message, also backwards.
         """
         return acks.ack(self._session, message, status, context)
 
