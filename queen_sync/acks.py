@@ -7,6 +7,11 @@ without counting) or ``dlq``. A list is sent as one batch per effective consumer
 partition in pop order (:func:`in_pop_order`). A lease renewal moves a pop's lease expiry;
 one pop shares one lease.
 
+Calls that hold a partition (acks, releases, renewals) wait at most the requester's
+``ack_timeout_millis`` per attempt (a :class:`~queen_sync._session.Session` has it: the
+client option, default 5000 ms) instead of the whole HTTP timeout, so a half-open
+connection costs seconds while the partition waits; the caller (the consumer) then retries.
+
 Why the order: the broker keeps one cursor per (partition, consumer group), and a
 ``completed`` ack sets it to the acked message, also backwards; acks that leave the client
 out of order make it hand out messages again.
@@ -78,7 +83,7 @@ def ack(
     if isinstance(message, Mapping):
         eff = resolve_group(message, group)
         body = codec.encode_ack(message, status, eff, error)
-        result, http_status = wire_messages.ack(requester, body)
+        result, http_status = wire_messages.ack(requester, body, _ack_timeout(requester))
         if result.get("success") is not True:
             raise AckError(
                 "ack of %s refused by the broker: %s" % (message.get("transactionId"), result.get("error")),
@@ -105,7 +110,7 @@ def ack(
         encoded.append((items, codec.encode_ack_batch([m for _, m in items], status, eff, error)))
     out: List[Optional[Dict[str, Any]]] = [None] * len(messages)
     for items, body in encoded:
-        results = wire_messages.ack_batch(requester, body, len(items))
+        results = wire_messages.ack_batch(requester, body, len(items), _ack_timeout(requester))
         ordered = sorted(results, key=lambda r: r.get("index", 0)) if _has_indexes(results) else results
         for (pos, _), r in zip(items, ordered):
             r = dict(r)
@@ -153,7 +158,8 @@ def renew(
             lease_ids.append(lease_id)
     if not lease_ids:
         return []
-    results = [wire_messages.extend_lease(requester, lease, body) for lease in lease_ids]
+    timeout = _ack_timeout(requester)
+    results = [wire_messages.extend_lease(requester, lease, body, timeout) for lease in lease_ids]
     failed = [r for r in results if r.get("success") is not True]
     if failed:
         raise LeaseError(
@@ -164,6 +170,13 @@ def renew(
             body=results,
         )
     return results[0] if single else results
+
+
+def _ack_timeout(requester: Requester) -> Optional[int]:
+    """The per-attempt timeout of the calls that hold a partition, in milliseconds: the
+    requester's ``ack_timeout_millis`` (a Session's), else None (its default timeout)."""
+    timeout = getattr(requester, "ack_timeout_millis", None)
+    return timeout if isinstance(timeout, int) else None
 
 
 def _has_indexes(results: List[Dict[str, Any]]) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 from urllib.parse import urlsplit
 
 from . import acks, groups, tracing
-from ._session import Session
+from ._session import DEFAULT_ACK_TIMEOUT_MILLIS, Session
 from ._validate import int_arg
 from .admin import Admin
 from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, Consumer, in_consumer_thread, stop_consumers_for_close
@@ -121,6 +121,10 @@ class Queen:
         health_retry_after_millis: a failed URL is skipped for this many milliseconds (default 5000).
         close_timeout_millis: bound of the whole :meth:`close` (consumer drain, final acks /
             releases and buffered-push flush share it), in milliseconds (default 30000).
+        ack_timeout_millis: per-attempt read timeout of the calls that hold a partition
+            (acks, releases, lease renewals), in milliseconds (default 5000, at most
+            ``timeout_millis``): a half-open connection costs that long, then the consumer
+            retries, instead of the whole ``timeout_millis``.
 
     Retry safety per call is listed in :mod:`queen_sync.transport`; buffered pushes in
     :mod:`queen_sync.producer`.
@@ -151,9 +155,11 @@ class Queen:
         affinity_hash_ring: int = 128,
         health_retry_after_millis: int = 5000,
         close_timeout_millis: int = DEFAULT_CLOSE_TIMEOUT_MILLIS,
+        ack_timeout_millis: int = DEFAULT_ACK_TIMEOUT_MILLIS,
     ) -> None:
         self._urls = _parse_urls(url, urls)
         int_arg("close_timeout_millis", close_timeout_millis, 0)
+        int_arg("ack_timeout_millis", ack_timeout_millis, 1)
         # Transport validates the connection options (InvalidInputError) before it opens anything.
         self._transport = Transport(
             self._urls,
@@ -175,7 +181,9 @@ class Queen:
             self._transport, close_timeout_millis=close_timeout_millis, backoff=backoff
         )
         # what the builders and features get instead of the client (the wire requester & co)
-        self._session = Session(self._transport, self._producer, _ConsumerRegistry(self))
+        self._session = Session(
+            self._transport, self._producer, _ConsumerRegistry(self), ack_timeout_millis=ack_timeout_millis
+        )
         self._admin = Admin(self._session)
         #: internal: send one call as the features do (see :meth:`Session.request`)
         self._request: Callable[..., Response] = self._session.request
