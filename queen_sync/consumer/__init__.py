@@ -24,7 +24,8 @@ the consumer with reason ``"unreachable"``. A stop (``limit``, ``idle_millis``, 
 ``stop_event``, :meth:`Queen.close`, :meth:`Consumer.stop`, ``KeyboardInterrupt``, SIGTERM /
 SIGINT with ``handle_signals=True``) starts no new pop, drains what was popped up to the drain
 timeout and releases the rest (ack status ``retry``); every wait of a stop is bounded. A forked
-child's copy of a consumer has no threads and sends nothing.
+child's copy of a consumer has no threads and sends nothing; the child logs one WARNING
+("started before fork; start it in the worker"), on any fork path (``_registry``).
 
 Where each rule lives (each module's docstring gives the rules in full)
 -----------------------------------------------------------------------

@@ -10,7 +10,9 @@ broker only through one :class:`~._calls.Broker`.
 Fork: a process forked from one running a consumer gets a copy without threads: there
 :attr:`Consumer.is_running` is False, :meth:`Consumer.stop` / :meth:`Consumer.join` /
 ``with consumer:`` / :meth:`Queen.close` return at once, and nothing is acked or released (the
-leases belong to the parent, whose consumer goes on).
+leases belong to the parent, whose consumer goes on). The child logs one WARNING saying so
+(``_registry.check_fork``: at fork, or at the first use on a fork path without Python's
+at-fork hooks, such as uWSGI's).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ._lanes import Lanes
 from ._leases import Renewer
 from ._log import log
 from ._outage import Outage
-from ._registry import register, unregister
+from ._registry import check_fork, register, unregister
 from ._signals import SignalHook
 from ._state import ConsumeResult, ConsumerState
 from ._stopping import STOP_GRACE_S, Supervisor
@@ -163,8 +165,12 @@ class Consumer:
 
     def _forked(self) -> bool:
         """True in a process forked from the one running this consumer: its copy here has no
-        threads (and its lock may have been held at fork time), so it is left alone."""
-        return self._started and os.getpid() != self._pid
+        threads (and its lock may have been held at fork time), so it is left alone. The
+        first such check in a child also makes the registry fork-safe (:func:`check_fork`)."""
+        if self._started and os.getpid() != self._pid:
+            check_fork()
+            return True
+        return False
 
     @property
     def is_running(self) -> bool:

@@ -10,8 +10,12 @@ when the lease expires. A thread of a consumer (a handler calling ``close()``) n
 for that consumer (:func:`in_consumer_thread`).
 
 Fork: a process forked from one running a consumer gets a copy without threads; it is not
-listed here (:func:`_consumers_of` skips it), and the registry's lock is made anew in the
-child (a parent thread may have held it at fork time).
+listed here (:func:`_consumers_of` skips it). In the child, before first use, the registry's
+lock is made anew (a parent thread may have held it at fork time) and one WARNING names the
+consumers inherited that way ("started before fork; start it in the worker": a consumer
+started at import under ``gunicorn --preload`` does not run in the workers). Both happen in
+Python's at-fork hook and, for fork paths that skip it (uWSGI forks without it), at the
+first entry in the child (:func:`check_fork`, a pid check).
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from .._session import Session
     from ._consumer import Consumer
 
-__all__ = ["CLOSE_RELEASE_RESERVE_S", "in_consumer_thread", "register", "stop_consumers_for_close", "unregister"]
+__all__ = [
+    "CLOSE_RELEASE_RESERVE_S",
+    "check_fork",
+    "in_consumer_thread",
+    "register",
+    "stop_consumers_for_close",
+    "unregister",
+]
 
 #: Part of Queen.close()'s timeout kept for the final releases after the consumers' drain
 #: deadline, in seconds (at most a quarter of the timeout).
@@ -37,26 +48,46 @@ CLOSE_RELEASE_RESERVE_S = 1.0
 # Consumers started in this process, for Queen.close() (see stop_consumers_for_close).
 _registry: "weakref.WeakSet[Consumer]" = weakref.WeakSet()
 _registry_lock = threading.Lock()
+_registry_pid = os.getpid()  # the process the lock and the listed consumers belong to
 
 
-def _reinit_after_fork() -> None:
-    # a parent thread may have held the lock at fork time: the child gets a fresh one
-    global _registry_lock
+def check_fork() -> None:
+    """In a process forked since the last call (any fork path): make the registry's lock anew
+    (a parent thread may have held it at fork time; the old one is never touched) and log one
+    WARNING naming the running consumers inherited from the parent (they do not run here).
+    A no-op in the process that started them."""
+    global _registry_lock, _registry_pid
+    pid = os.getpid()
+    if pid == _registry_pid:
+        return
     _registry_lock = threading.Lock()
+    _registry_pid = pid
+    inherited = [c for c in list(_registry) if c._started and not c._done.is_set() and c._pid != pid]
+    if inherited:
+        log.warning(
+            "%d consumer(s) (queue(s) %s) started before fork; they do not run in this process (pid %d): "
+            "start it in the worker, after the fork (e.g. gunicorn post_fork or without --preload, "
+            "uWSGI --lazy-apps or @postfork)",
+            len(inherited),
+            ", ".join(sorted({repr(c._queue) for c in inherited})),
+            pid,
+        )
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_after_fork)
+    os.register_at_fork(after_in_child=check_fork)
 
 
 def register(consumer: "Consumer") -> None:
     """List a consumer that starts its threads."""
+    check_fork()
     with _registry_lock:
         _registry.add(consumer)
 
 
 def unregister(consumer: "Consumer") -> None:
     """Forget a consumer whose last thread ended."""
+    check_fork()
     with _registry_lock:
         _registry.discard(consumer)
 
@@ -64,6 +95,7 @@ def unregister(consumer: "Consumer") -> None:
 def _consumers_of(session: "Session") -> List["Consumer"]:
     """The consumers of a client (its ``session``) running in this process (started, not
     ended, not a forked child's copy)."""
+    check_fork()
     with _registry_lock:
         found = [c for c in _registry if c._session is session]
     return [c for c in found if c._started and not c._done.is_set() and not c._forked()]
