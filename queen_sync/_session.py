@@ -3,9 +3,10 @@
 The session is the client's wire requester (it refuses every call once the client is
 closed, then sends through the transport), plus what builders need besides: the buffer
 manager of buffered pushes, the default long-poll timeout, the retry backoff, the
-queue-option memory of ``update_config``, the client's consumer registry, and the
+queue-option memory of ``update_config``, the client's consumer registry, the
 :class:`~queen_sync.message.MessageClient` popped messages are bound to (so ``msg.ack()``
-works). Features receive a session, never the client.
+works) and the per-attempt timeout of the calls that hold a partition
+(``ack_timeout_millis``). Features receive a session, never the client.
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .message import MessageClient
     from .producer import BufferManager
 
-__all__ = ["Session", "ConsumerRegistry"]
+__all__ = ["Session", "ConsumerRegistry", "DEFAULT_ACK_TIMEOUT_MILLIS"]
+
+#: Default per-attempt timeout of acks, releases and lease renewals, in milliseconds. A
+#: healthy broker answers an ack in milliseconds (a busy one, a batch of a thousand, well
+#: under a second); 5 s leaves a wide margin for that while a half-open connection costs 5 s
+#: per attempt, not the 30 s HTTP timeout, during which the partition cannot advance.
+DEFAULT_ACK_TIMEOUT_MILLIS = 5000
 
 
 class ConsumerRegistry(Protocol):
@@ -46,10 +53,12 @@ class Session:
         options: Optional[QueueOptionMemory] = None,
         *,
         nan_as_null: bool = False,
+        ack_timeout_millis: int = DEFAULT_ACK_TIMEOUT_MILLIS,
     ) -> None:
         self.transport = transport
         #: payload NaN / ±Infinity are sent as ``null`` instead of refused (``Queen(nan_as_null=)``)
         self.nan_as_null = nan_as_null
+        self._ack_timeout_millis = ack_timeout_millis
         self.producer = producer
         self.consumers = consumers
         self.options = options if options is not None else QueueOptionMemory()
@@ -79,6 +88,12 @@ class Session:
     def timeout_millis(self) -> int:
         """The client's per-attempt timeout, in milliseconds (the default long-poll timeout)."""
         return self.transport.timeout_millis
+
+    @property
+    def ack_timeout_millis(self) -> int:
+        """The per-attempt timeout of acks, releases and lease renewals, in milliseconds (the
+        ``ack_timeout_millis`` option, at most the client's ``timeout_millis``)."""
+        return min(self._ack_timeout_millis, self.transport.timeout_millis)
 
     @property
     def backoff(self) -> Backoff:

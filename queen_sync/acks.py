@@ -3,12 +3,23 @@
 An ack settles one message for one consumer group: ``completed``, ``failed`` (nack:
 redelivered until the queue's retry limit, then dead-lettered), ``retry`` (redeliver
 without counting) or ``dlq``. A list is sent as one batch per effective consumer group
-(the broker applies the body-level group to every item of a batch). A lease renewal moves
-a pop's lease expiry; one pop shares one lease.
+(the broker applies the body-level group to every item of a batch), its acks of one
+partition in pop order (:func:`in_pop_order`). A lease renewal moves a pop's lease expiry;
+one pop shares one lease.
+
+Calls that hold a partition (acks, releases, renewals) wait at most the requester's
+``ack_timeout_millis`` per attempt (a :class:`~queen_sync._session.Session` has it: the
+client option, default 5000 ms) instead of the whole HTTP timeout, so a half-open
+connection costs seconds while the partition waits; the caller (the consumer) then retries.
+
+Why the order: the broker keeps one cursor per (partition, consumer group), and a
+``completed`` ack sets it to the acked message, also backwards; acks that leave the client
+out of order make it hand out messages again.
 """
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -18,9 +29,41 @@ from .errors import AckError, InvalidInputError, LeaseError
 from .wire import messages as wire_messages
 from .wire._base import Requester
 
-__all__ = ["ack", "renew"]
+__all__ = ["ack", "renew", "in_pop_order"]
 
 Message = Dict[str, Any]
+
+# createdAt as the broker writes it: "2026-11-30T06:21:09.002646Z" (the fraction may be shorter)
+_CREATED_AT = re.compile(r"^([0-9T:-]+)(?:\.([0-9]{1,9}))?(Z|[+-][0-9:]+)?$")
+
+
+def _pop_order_key(message: Mapping[str, Any]) -> Optional[Tuple[str, str, str, str]]:
+    """The broker's order of a partition's messages, ``(createdAt, id)``, comparable; None
+    when the message lacks either (a hand-made dict)."""
+    created, mid = message.get("createdAt"), message.get("id")
+    if not isinstance(created, str) or not isinstance(mid, str):
+        return None
+    m = _CREATED_AT.match(created)
+    if m is None:
+        return None
+    return (m.group(1), (m.group(2) or "").ljust(9, "0"), m.group(3) or "Z", mid)
+
+
+def in_pop_order(items: List[Tuple[int, Message]]) -> List[Tuple[int, Message]]:
+    """``(position, message)`` pairs with each partition's messages in pop order (the
+    broker's ``(createdAt, id)`` order; partitions in the order they first appear). A
+    partition with a message lacking ``createdAt`` / ``id`` keeps the caller's order."""
+    by_pid: "OrderedDict[Any, List[Tuple[int, Message]]]" = OrderedDict()
+    for item in items:
+        by_pid.setdefault(item[1].get("partitionId"), []).append(item)
+    out: List[Tuple[int, Message]] = []
+    for group in by_pid.values():
+        keyed = [(k, item) for k, item in ((_pop_order_key(it[1]), it) for it in group) if k is not None]
+        if len(group) > 1 and len(keyed) == len(group):
+            keyed.sort(key=lambda pair: pair[0])  # stable: equal keys keep the caller's order
+            group = [item for _, item in keyed]
+        out.extend(group)
+    return out
 
 
 def ack(
@@ -44,7 +87,7 @@ def ack(
     if isinstance(message, Mapping):
         eff = resolve_group(message, group)
         body = codec.encode_ack(message, status, eff, error)
-        result, http_status = wire_messages.ack(requester, body)
+        result, http_status = wire_messages.ack(requester, body, _ack_timeout(requester))
         if result.get("success") is not True:
             raise AckError(
                 "ack of %s refused by the broker: %s" % (message.get("transactionId"), result.get("error")),
@@ -67,10 +110,11 @@ def ack(
         batches.setdefault(resolve_group(m, group), []).append((i, m))
     encoded = []
     for eff, items in batches.items():
+        items = in_pop_order(items)
         encoded.append((items, codec.encode_ack_batch([m for _, m in items], status, eff, error)))
     out: List[Optional[Dict[str, Any]]] = [None] * len(messages)
     for items, body in encoded:
-        results = wire_messages.ack_batch(requester, body, len(items))
+        results = wire_messages.ack_batch(requester, body, len(items), _ack_timeout(requester))
         ordered = sorted(results, key=lambda r: r.get("index", 0)) if _has_indexes(results) else results
         for (pos, _), r in zip(items, ordered):
             r = dict(r)
@@ -118,7 +162,8 @@ def renew(
             lease_ids.append(lease_id)
     if not lease_ids:
         return []
-    results = [wire_messages.extend_lease(requester, lease, body) for lease in lease_ids]
+    timeout = _ack_timeout(requester)
+    results = [wire_messages.extend_lease(requester, lease, body, timeout) for lease in lease_ids]
     failed = [r for r in results if r.get("success") is not True]
     if failed:
         raise LeaseError(
@@ -129,6 +174,13 @@ def renew(
             body=results,
         )
     return results[0] if single else results
+
+
+def _ack_timeout(requester: Requester) -> Optional[int]:
+    """The per-attempt timeout of the calls that hold a partition, in milliseconds: the
+    requester's ``ack_timeout_millis`` (a Session's), else None (its default timeout)."""
+    timeout = getattr(requester, "ack_timeout_millis", None)
+    return timeout if isinstance(timeout, int) else None
 
 
 def _has_indexes(results: List[Dict[str, Any]]) -> bool:

@@ -3,19 +3,15 @@
 :class:`QueueBuilder` lives in :mod:`queen_sync.queues`, the transaction builders in
 :mod:`queen_sync.transactions`, queue options in :mod:`queen_sync.options`, name checks in
 :mod:`queen_sync._validate` and :class:`PopSpec` in :mod:`queen_sync.wire.messages`; they
-are re-exported here. :func:`execute_pop` is the pop of ``queen_sync.consumer``, kept here
-until the consumer moves onto the wire layer.
+are re-exported here.
 """
 
 from __future__ import annotations
-
-from typing import Any, Dict, List
 
 from ._validate import group_from_context, resolve_group, validate_name, validate_path_token
 from .options import QUEUE_OPTION_DEFAULTS, QUEUE_OPTIONS
 from .queues import QueueBuilder
 from .transactions import TransactionBuilder, TransactionQueueBuilder
-from .wire import messages as wire_messages
 from .wire.messages import PopSpec
 
 __all__ = [
@@ -23,7 +19,6 @@ __all__ = [
     "TransactionBuilder",
     "TransactionQueueBuilder",
     "PopSpec",
-    "execute_pop",
     "validate_name",
     "validate_path_token",
     "resolve_group",
@@ -32,8 +27,3 @@ __all__ = [
     "QUEUE_OPTION_DEFAULTS",
 ]
 
-
-def execute_pop(client: Any, spec: PopSpec) -> List[Dict[str, Any]]:
-    """Send one pop for ``client`` (a :class:`~queen_sync.Queen`) through its session; see
-    :func:`queen_sync.wire.messages.pop`."""
-    return wire_messages.pop(client._session, spec)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 from urllib.parse import urlsplit
 
 from . import acks, groups, tracing
-from ._session import Session
+from ._session import DEFAULT_ACK_TIMEOUT_MILLIS, Session
 from ._validate import bool_arg, int_arg, timeout_arg
 from .admin import Admin
 from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, Consumer, in_consumer_thread, stop_consumers_for_close
@@ -87,7 +87,7 @@ class _ConsumerRegistry:
         self._client = client
 
     def create(self, builder: Any, handler: Callable[[Any], Any], **options: Any) -> Consumer:
-        return Consumer(self._client, builder, handler, **options)
+        return Consumer(self._client._session, builder, handler, **options)
 
 
 class Queen:
@@ -143,6 +143,10 @@ class Queen:
         nan_as_null: send payload NaN / ±Infinity as ``null`` (default False: a push,
             buffered push or transaction holding one raises InvalidInputError naming where
             it sits, before anything is sent; JSON cannot represent them).
+        ack_timeout_millis: per-attempt read timeout of the calls that hold a partition
+            (acks, releases, lease renewals), in milliseconds (default 5000, at most
+            ``timeout_millis``): a half-open connection costs that long, then the consumer
+            retries, instead of the whole ``timeout_millis``.
 
     Retry safety per call is listed in :mod:`queen_sync.transport`; buffered pushes in
     :mod:`queen_sync.producer`.
@@ -178,9 +182,11 @@ class Queen:
         key_file: Optional[str] = None,
         ssl_context: Optional[ssl.SSLContext] = None,
         nan_as_null: bool = False,
+        ack_timeout_millis: int = DEFAULT_ACK_TIMEOUT_MILLIS,
     ) -> None:
         self._urls = _parse_urls(url, urls)
         int_arg("close_timeout_millis", close_timeout_millis, 0)
+        int_arg("ack_timeout_millis", ack_timeout_millis, 1)
         # Transport validates the connection options (InvalidInputError) before it opens anything.
         self._transport = Transport(
             self._urls,
@@ -207,7 +213,13 @@ class Queen:
             self._transport, close_timeout_millis=close_timeout_millis, backoff=backoff, nan_as_null=nan_as_null
         )
         # what the builders and features get instead of the client (the wire requester & co)
-        self._session = Session(self._transport, self._producer, _ConsumerRegistry(self), nan_as_null=nan_as_null)
+        self._session = Session(
+            self._transport,
+            self._producer,
+            _ConsumerRegistry(self),
+            nan_as_null=nan_as_null,
+            ack_timeout_millis=ack_timeout_millis,
+        )
         self._session.message_client = self  # popped messages ack / renew / trace through this client
         self._admin = Admin(self._session)
         #: internal: send one call as the features do (see :meth:`Session.request`)
@@ -288,7 +300,7 @@ class Queen:
         """
         limit = self._close_timeout_millis if timeout_millis is None else int_arg("timeout_millis", timeout_millis, 0)
         deadline = time.monotonic() + limit / 1000.0
-        own = in_consumer_thread(self)
+        own = in_consumer_thread(self._session)
         with self._close_lock:
             first = not self._closing
             self._closing = True
@@ -301,7 +313,7 @@ class Queen:
                 self._close_done.wait(max(0.0, until - time.monotonic()) + MIN_CLOSE_FLUSH_MILLIS / 1000.0 + 5.0)
             return self._producer.unsent_on_close or 0
         try:
-            wait_consumers = stop_consumers_for_close(self, limit, deadline)
+            wait_consumers = stop_consumers_for_close(self._session, limit, deadline)
         except BaseException:
             self._finish_close(lambda: None, deadline)
             raise
@@ -489,7 +501,9 @@ class Queen:
             BrokerError / QueenConnectionError: the call itself failed.
 
         Wire: one message → ``POST /api/v1/ack``; a list → one ``POST /api/v1/ack/batch`` per
-        effective consumer group (the broker applies the body-level group to every item).
+        effective consumer group (the broker applies the body-level group to every item),
+        each partition's messages in pop order (``createdAt``, ``id``): an ack moves the
+        partition's cursor to that message, also backwards.
         """
         return acks.ack(self._session, message, status, context, group=group, error=error)
 

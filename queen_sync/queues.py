@@ -417,9 +417,11 @@ class QueueBuilder:
         """pop(): True sends ``autoAck=true``: the broker commits the messages **at delivery**
         (at-most-once: no lease, ``leaseId`` is ``""``, nothing to ack or renew; a message is
         lost if the caller dies before processing it). Default False (at-least-once: ack
-        each message). consume(): True (default) acks ``completed`` after the handler returns
-        and nacks ``failed`` when it raises; False leaves acking to the handler (consume never
-        sends ``autoAck=true``)."""
+        each message). consume(): True acks ``completed`` after the handler returns and nacks
+        ``failed`` when it raises; False leaves acking to the handler (consume never sends
+        ``autoAck=true``). Default for consume(): True, or False when ``on_success`` /
+        ``on_error`` is set; an explicit ``auto_ack(True)`` with callbacks keeps acking (the
+        callback runs first, then the ack / nack)."""
         return self._with(_auto_ack=bool_arg("auto_ack", enabled))
 
     def each(self) -> "QueueBuilder":
@@ -457,14 +459,20 @@ class QueueBuilder:
 
     def on_success(self, callback: Callable[[Any, Any], Any]) -> "QueueBuilder":
         """consume(): call ``callback(message_or_list, handler_result)`` after the handler
-        returns. Setting on_success or on_error turns auto-ack off: the callbacks ack."""
+        returns. Without an explicit ``auto_ack()``, setting on_success or on_error turns
+        auto-ack off (the callbacks ack); with ``auto_ack(True)`` the consumer still acks
+        ``completed`` after the callback returns (a raising callback counts as a handler
+        failure: on_error, then a nack)."""
         if not callable(callback):
             raise InvalidInputError("on_success() needs a callable, got %r" % (callback,))
         return self._with(_on_success=callback)
 
     def on_error(self, callback: Callable[[Any, BaseException], Any]) -> "QueueBuilder":
         """consume(): call ``callback(message_or_list, exception)`` when the handler (or
-        on_success) raises; the exception is then swallowed. Turns auto-ack off."""
+        on_success) raises; the exception is then swallowed (the consumer goes on). Turns
+        auto-ack off unless ``auto_ack(True)`` was set explicitly: then the message is nacked
+        ``failed`` after the callback returns. A callback that raises stops the consumer
+        (after that nack, with ``auto_ack(True)``)."""
         if not callable(callback):
             raise InvalidInputError("on_error() needs a callable, got %r" % (callback,))
         return self._with(_on_error=callback)
@@ -575,7 +583,8 @@ class QueueBuilder:
         the exception text (the consumer goes on; each failure is logged at WARNING with its
         traceback); refused acks are logged and counted. With ``auto_ack(False)`` the handler acks itself,
         and an exception stops the consumer and is re-raised. ``on_success`` / ``on_error``
-        callbacks turn auto-ack off. ``renew_lease(True)`` keeps leases alive. Connection
+        callbacks turn auto-ack off unless ``auto_ack(True)`` is set explicitly (then both
+        hold: callback, then ack / nack). ``renew_lease(True)`` keeps leases alive. Connection
         errors are retried forever with backoff; authentication errors stop the consumer.
         If ``idle_millis`` passes while the broker is unreachable (an outage is in progress
         and no call got an answer since it began), the consumer stops with reason

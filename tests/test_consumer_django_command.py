@@ -69,7 +69,7 @@ def test_summary_counts_what_happened_after_the_drain_timeout(
                 threading.Event().wait(0.01)
                 module = sys.modules.get(mod)
             assert module.STARTED.wait(20)
-            consumers = _consumers_of(get_client())
+            consumers = _consumers_of(get_client()._session)
             assert len(consumers) == 1
             os.kill(os.getpid(), signal.SIGTERM)
             assert consumers[0]._finished.wait(20)

@@ -72,6 +72,36 @@ def test_on_success_and_on_error_callbacks_own_the_acks(client: Queen, qname: st
     assert client.queue(qname).group("g").pop() == []
 
 
+def test_explicit_auto_ack_with_callbacks_both_work(client: Queen, qname: str) -> None:
+    """Issue 11.2: ``.auto_ack(True)`` with callbacks: the callbacks run AND the consumer acks
+    (a return) / nacks (a raise) as auto-ack says; nothing is silently switched off."""
+    client.queue(qname).push([{"data": 0}, {"data": 1}, {"data": 2}])
+    ok: List[Any] = []
+    bad: List[Any] = []
+    raised: List[Any] = []
+
+    def handler(m: Dict[str, Any]) -> int:
+        if m["data"] == 1 and not raised:
+            raised.append(1)
+            raise RuntimeError("once")
+        return m["data"]
+
+    res = (
+        client.queue(qname)
+        .group("g")
+        .auto_ack(True)
+        .on_success(lambda m, r: ok.append(r))
+        .on_error(lambda m, exc: bad.append((m["data"], str(exc))))
+        .limit(4)
+        .idle_millis(5000)
+        .consume(handler)
+    )
+    assert ok == [0, 1, 2] and bad == [(1, "once")]
+    # 1 was nacked (redelivered and handled again), every success acked by the consumer
+    assert (res.handled, res.failed, res.acked, res.nacked, res.ack_failures) == (4, 1, 3, 1, 0), res
+    assert client.queue(qname).group("g").pop() == []
+
+
 def test_auth_error_stops_a_background_consumer(embedded_broker: Any) -> None:
     embedded_broker.faults.add("GET", "/api/v1/pop", "status", status=401, times=None)
     with Queen(embedded_broker.url) as q:

@@ -4,8 +4,10 @@ never acks or releases the parent's leases. The parent's consumer is unaffected.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List
@@ -91,3 +93,103 @@ def test_signal_in_forked_child_is_not_swallowed_by_the_parents_consumer(embedde
         consumer.stop(drain_timeout_millis=5000)
         q.close()
     assert consumer.reason == "stopped"
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: List[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _fork_warnings(records: "_Records") -> List[str]:
+    return [line for line in records.lines if "started before fork" in line]
+
+
+def test_consumer_inherited_through_a_fork_logs_one_warning_in_the_child(embedded_broker: Any) -> None:
+    """Issue 11.9 / 11.10 (gunicorn --preload): the child is told, once, that the consumer it
+    inherited does not run there; the parent logs nothing."""
+    q = Queen(embedded_broker.url)
+    q.queue("fw").create()
+    records = _Records()
+    logger = logging.getLogger("queen_sync.consumer")
+    logger.addHandler(records)
+    consumer = q.queue("fw").group("g").consume(lambda m: None, background=True)
+    try:
+
+        def child() -> bool:
+            first = _fork_warnings(records)  # logged by the at-fork hook already
+            consumer.stop()
+            _ = consumer.is_running, consumer.result
+            q.close(timeout_millis=2000)
+            again = _fork_warnings(records)
+            return len(first) == 1 and "'fw'" in first[0] and "start it in the worker" in first[0] and again == first
+
+        assert _run_child(child) == 0
+        assert _fork_warnings(records) == []  # nothing in the parent
+    finally:
+        logger.removeHandler(records)
+        consumer.stop(5)
+        q.close()
+
+
+def _libc_fork_child(body: Callable[[], bool], timeout: float = 10.0) -> int:
+    """Fork through libc, without Python's at-fork hooks (as uWSGI forks its workers), run
+    ``body()`` in the child; exit code as run_forked (-9: killed after a hang)."""
+    import ctypes
+
+    pid = ctypes.PyDLL(None).fork()  # PyDLL keeps the GIL held across the call
+    if pid == 0:
+        code = 3
+        try:
+            code = 0 if body() else 2
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return -9
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="libc fork via ctypes: Linux only")
+def test_fork_without_python_hooks_does_not_inherit_a_held_registry_lock(embedded_broker: Any) -> None:
+    """uWSGI without --lazy-apps: no at-fork hook runs in the child. A registry lock held by a
+    parent thread at fork time must not deadlock the child: the pid check makes a new one."""
+    from queen_sync.consumer import _registry
+
+    q = Queen(embedded_broker.url)
+    q.queue("fu").create()
+    records = _Records()
+    logger = logging.getLogger("queen_sync.consumer")
+    logger.addHandler(records)
+    consumer = q.queue("fu").group("g").consume(lambda m: None, background=True)
+    held = _registry._registry_lock
+    held.acquire()  # as if a parent thread were registering a consumer right now
+    try:
+
+        def child() -> bool:
+            stopped = consumer.stop()  # entry points: no deadlock, nothing sent
+            closed = q.close(timeout_millis=2000)
+            return stopped.reason == "" and closed == 0 and len(_fork_warnings(records)) == 1
+
+        code = _libc_fork_child(child)
+    finally:
+        held.release()
+    try:
+        assert code == 0, "child exit code %d (-9: it hung on an inherited lock)" % code
+    finally:
+        logger.removeHandler(records)
+        consumer.stop(5)
+        q.close()

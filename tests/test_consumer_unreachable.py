@@ -60,3 +60,66 @@ def test_reachable_empty_queue_is_idle(client: Queen, qname: str) -> None:
     client.queue(qname).create()
     res = client.queue(qname).group("g").idle_millis(300).consume(lambda m: None)
     assert res.reason == "idle" and res.handled == 0
+
+
+def test_busy_consumer_with_acks_pending_stops_unreachable(embedded_broker: Any) -> None:
+    """Issue 11.1: the broker goes away while an ack is pending; the consumer must still stop
+    with reason "unreachable" within idle_millis + a bounded grace, the pending ack counted
+    as uncertain (not silently lost, not retried forever)."""
+    import time
+
+    with Queen(embedded_broker.url) as q:
+        q.queue("busy").create()
+        q.queue("busy").push([{"data": i} for i in range(5)])
+        handled: list = []
+
+        def handler(m: Any) -> None:
+            handled.append(m["data"])
+            if len(handled) == 1:
+                embedded_broker.stop()  # the ack of this message can never be sent
+
+        consumer = q.queue("busy").group("g").batch(5).each().idle_millis(1000).consume(handler, background=True)
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(QueenConnectionError):
+                assert consumer.join(1.0 + 8.0), "still running %.1f s after the broker went away" % (
+                    time.monotonic() - t0
+                )
+            took = time.monotonic() - t0
+        finally:
+            consumer.stop(0)
+        assert took < 1.0 + 8.0, took
+        res = consumer.result
+        assert res.reason == "unreachable" and handled == [0]
+        # the handled message's ack was pending: uncertain, not "acked" and not silently dropped
+        assert (res.handled, res.acked, res.uncertain) == (1, 0, 1), res
+        # the 4 messages never handled could not be released either (the broker redelivers them)
+        assert res.released == 0 and res.ack_failures == 4, res
+
+
+def test_blocking_busy_consumer_raises_unreachable_in_bounded_time(embedded_broker: Any) -> None:
+    """Issue 11.1, blocking form: consume() raises the connection error instead of blocking
+    on an ack that retries forever (run in a thread so a hang fails the test, not the run)."""
+    import threading
+    import time
+
+    with Queen(embedded_broker.url, retry_attempts=1) as q:
+        q.queue("busy2").create()
+        q.queue("busy2").push([{"data": i} for i in range(3)])
+        outcome: list = []
+
+        def handler(m: Any) -> None:
+            embedded_broker.stop()
+
+        def run() -> None:
+            try:
+                outcome.append(q.queue("busy2").group("g").batch(3).each().idle_millis(800).consume(handler))
+            except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+                outcome.append(exc)
+
+        t = threading.Thread(target=run, daemon=True)
+        t0 = time.monotonic()
+        t.start()
+        t.join(0.8 + 8.0)
+        assert not t.is_alive(), "consume() still blocked %.1f s after the broker went away" % (time.monotonic() - t0)
+        assert len(outcome) == 1 and isinstance(outcome[0], QueenConnectionError), outcome

@@ -26,12 +26,6 @@ pytestmark = pytest.mark.skipif(not PKG_DIR.is_dir(), reason="package sources no
 #: and the embedded broker's package (which must not, see the test below).
 CLIENT_IMPORTERS = ("queen_sync", "queen_sync.contrib", "queen_sync.testing")
 
-#: Allow-list, removed when the consumer moves onto the wire layer: the consumer still
-#: works through the client (its ack, renew, closed flag and session), so an import of
-#: ``queen_sync.client`` by ``queen_sync.consumer*`` (and a function-local one there) is
-#: tolerated; nothing else is. Today's ``consumer.py`` needs none of it.
-CONSUMER_ALLOWANCE = "queen_sync.consumer"
-
 #: Tools built on the public API, above the façade (they import ``queen_sync``, never the
 #: client module itself): the command line and the pytest plugin.
 ABOVE_THE_CLIENT = ("queen_sync.cli", "queen_sync.__main__", "queen_sync.pytest_plugin")
@@ -112,9 +106,7 @@ def _graph() -> Tuple[Dict[str, Set[str]], List[str]]:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         for stmt, in_function in _runtime_imports(tree):
             for target in _targets(mod, path.name == "__init__.py", stmt, known):
-                if _under(mod, CONSUMER_ALLOWANCE) and target == "queen_sync.client":
-                    continue  # allow-list: removed when the consumer moves onto the wire layer
-                if in_function and not _under(mod, CONSUMER_ALLOWANCE):
+                if in_function:
                     local.append("%s:%d imports %s" % (mod, stmt.lineno, target))
                 for t in _with_packages(mod, target, known):
                     if t in known and t != mod:

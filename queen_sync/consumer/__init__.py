@@ -24,7 +24,8 @@ the consumer with reason ``"unreachable"``. A stop (``limit``, ``idle_millis``, 
 ``stop_event``, :meth:`Queen.close`, :meth:`Consumer.stop`, ``KeyboardInterrupt``, SIGTERM /
 SIGINT with ``handle_signals=True``) starts no new pop, drains what was popped up to the drain
 timeout and releases the rest (ack status ``retry``); every wait of a stop is bounded. A forked
-child's copy of a consumer has no threads and sends nothing.
+child's copy of a consumer has no threads and sends nothing; the child logs one WARNING
+("started before fork; start it in the worker"), on any fork path (``_registry``).
 
 Where each rule lives (each module's docstring gives the rules in full)
 -----------------------------------------------------------------------
@@ -42,8 +43,9 @@ Where each rule lives (each module's docstring gives the rules in full)
 * ``_outage`` — which failures are retried, backoff, logging an outage once.
 * ``_state`` — what the parts share: one lock, counters (:class:`ConsumeResult`), room,
   leases, the stop request.
-* ``_calls`` — the consumer's only door to the client: pop, ack / ack batch / release, lease
-  extend, binding messages, reading the builder's settings.
+* ``_calls`` — the consumer's only door to the layers below: pop (wire layer), ack / ack
+  batch / release and lease extend (``queen_sync.acks``), traces of bound messages, all
+  through the client's session; reading the builder's settings.
 * ``_log`` — the logger and how log lines name messages (ids, never payloads).
 
 Logging goes to the ``queen_sync.consumer`` logger.

@@ -6,7 +6,9 @@ raises nacks ``failed`` with the exception text (the broker redelivers until the
 rule lives in ``_lanes``. Every ack verdict is read: one the broker refuses (``Invalid or
 expired lease``, ``Message not found``) is logged with the message ids and counted as an
 ack failure, never as success. Transient failures are retried with backoff (``_outage``)
-until the stop phase aborts retries at the drain timeout.
+until the stop phase aborts retries (at the drain timeout, or at once when the consumer
+stops with reason ``"unreachable"``); an ack or nack given up that way counts in
+``uncertain`` (a release given up counts as an ack failure: the broker redelivers).
 
 Lost ack replies: the broker releases a partition's lease once it has counted as many acks
 as the pop delivered messages of that partition, and it counts a resent copy twice. So in
@@ -101,8 +103,11 @@ class Acks:
             ):
                 self._complete_batch_count(unit, msgs[-1])
         finally:
-            refused = None if results is None else [r for r in results if r.get("success") is not True]
+            refused = None if results is None else [
+                r for r in results if r.get("success") is not True and not r.get("abandoned")
+            ]
             n_refused = len(msgs) if refused is None else len(refused)
+            n_abandoned = 0 if results is None else sum(1 for r in results if r.get("abandoned"))
             n_unsure = 0 if results is None else sum(1 for r in results if r.get("uncertain"))
             moved = moved_cursor(results, ok)
             lease_gone = refused is not None and any(r.get("error") == INVALID_LEASE for r in refused)
@@ -111,11 +116,12 @@ class Acks:
             released = not ok and not (results and all(r.get("dlq") is True for r in results))
             with self._st.lock:
                 self._st.stats.ack_failures += n_refused
+                self._st.stats.uncertain += n_abandoned
                 if ok:
-                    self._st.stats.acked += len(msgs) - n_refused - n_unsure
+                    self._st.stats.acked += len(msgs) - n_refused - n_unsure - n_abandoned
                     self._st.stats.ack_uncertain += n_unsure
                 else:
-                    self._st.stats.nacked += len(msgs) - n_refused
+                    self._st.stats.nacked += len(msgs) - n_refused - n_abandoned
                 if n_unsure:
                     unit.unsure += n_unsure
                     unit.unconfirmed += n_unsure
@@ -179,7 +185,9 @@ class Acks:
     ) -> Optional[List[Dict[str, Any]]]:
         """Send one ack / batch ack, retrying connection errors with backoff (until the
         consumer is aborted). Returns the broker's per-item results (refused ones have
-        ``success`` false, and are logged), or None when it could not be sent at all.
+        ``success`` false, and are logged), or None when it could not be sent at all. A
+        transient failure once the consumer is aborted (the stop gave up on the broker) gives
+        ``{"success": False, "abandoned": True}`` per message: outcome unknown.
 
         ``covered_later``: a ``completed`` ack with later messages of the same partition and
         lease still to be acked; after a failure where the request may have reached the
@@ -253,7 +261,26 @@ class Acks:
                 self._st.request_stop("closed")
                 return None
             except Exception as exc:
-                if not transient(exc) or self._st.abort_evt.is_set():
+                if transient(exc) and self._st.abort_evt.is_set():
+                    # the stop gave up on the broker (unreachable, or the drain timeout passed
+                    # in an outage): the outcome is unknown, say so (see ConsumeResult.uncertain)
+                    log.warning(
+                        "%s of %d message(s) of queue %r not confirmed: the consumer is stopping and the broker "
+                        "cannot be reached (%s); %s: %s",
+                        verb,
+                        len(msgs),
+                        self._st.queue,
+                        exc,
+                        "not released (the broker redelivers them after the lease)"
+                        if status == "retry"
+                        else "counted as uncertain (if it did not land, the broker redelivers after the lease)",
+                        ids(msgs),
+                    )
+                    return [
+                        {"transactionId": m.get("transactionId"), "success": False, "error": str(exc), "abandoned": True}
+                        for m in msgs
+                    ]
+                if not transient(exc):
                     log.warning(
                         "%s of %d message(s) of queue %r failed: %s (the broker redelivers them after the lease): %s",
                         verb,

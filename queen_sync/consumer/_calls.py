@@ -1,60 +1,98 @@
 """The consumer's broker calls, and everything else it takes from the rest of the package.
 
-This is the one door between the consumer package and the client: pop, ack / ack batch /
-release (one ack route, by status), lease renewal (extend), binding popped messages to the
-client (so a handler can record traces on them), the client's ``closed`` flag, and the
-consume settings read from a queue builder. Every other module of the package talks to a
-:class:`Broker` and a :class:`BuilderSettings`, never to the client or the builder: moving
-the consumer onto another layer of calls is a change to this file only.
+This is the one door between the consumer package and the layers below it: pop (the wire
+layer's :func:`~queen_sync.wire.messages.pop`), ack / ack batch / release (one ack route, by
+status: :func:`queen_sync.acks.ack`), lease renewal (:func:`queen_sync.acks.renew`), binding
+popped messages so a handler can record traces on them (:func:`queen_sync.tracing.trace`),
+the client's ``closed`` flag, all through the client's :class:`~queen_sync._session.Session`,
+and the consume settings read from a queue builder. Every other module of the package talks
+to a :class:`Broker` and a :class:`BuilderSettings`, never to the session or the builder.
 
-The calls are made exactly as :mod:`queen_sync.client` / :mod:`queen_sync.builders` make
-them (same routes, bodies, retries and error mapping); nothing is added or translated here.
+The calls are made exactly as :class:`~queen_sync.Queen` makes them (same routes, bodies,
+retries and error mapping); nothing is added or translated here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
 
-from ..builders import PopSpec, execute_pop
+from .. import acks as acks_calls
+from .. import tracing
+from .._session import Session
 from ..tracing import Message as BoundMessage
-from ..tracing import bind_messages
+from ..wire import messages as wire_messages
+from ..wire.messages import PopSpec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..builders import QueueBuilder
-    from ..client import Queen
+    from ..queues import QueueBuilder
 
 __all__ = ["Broker", "BuilderSettings", "PopSpec", "read_builder"]
 
 Message = Dict[str, Any]
 
 
-class Broker:
-    """The broker calls of one consumer, on its :class:`~queen_sync.Queen` client.
+class _MessageActions:
+    """What a consumed message's ``ack()`` / ``nack()`` / ``renew()`` / ``trace()`` go
+    through: the same calls as ``Queen.ack`` / ``renew`` / ``trace``, on the session."""
 
-    Every method blocks and raises what the client raises (the error tree of
-    :mod:`queen_sync.errors`; :class:`~queen_sync.errors.ClientClosedError` once the client is
-    closed).
+    __slots__ = ("_session",)
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def trace(
+        self,
+        message: Dict[str, Any],
+        names: Union[str, Sequence[str], None] = None,
+        data: Optional[Mapping[str, Any]] = None,
+        event_type: str = "info",
+    ) -> Dict[str, Any]:
+        return tracing.trace(self._session, message, names, data, event_type)
+
+    def ack(
+        self,
+        message: Dict[str, Any],
+        status: Union[bool, str] = True,
+        context: Optional[Mapping[str, Any]] = None,
+        *,
+        group: Optional[str] = None,
+        error: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        return acks_calls.ack(self._session, message, status, context, group=group, error=error)  # type: ignore[return-value]
+
+    def renew(self, target: Dict[str, Any], seconds: Optional[int] = None) -> Dict[str, Any]:
+        return acks_calls.renew(self._session, target, seconds)  # type: ignore[return-value]
+
+
+class Broker:
+    """The broker calls of one consumer, through its client's :class:`Session`.
+
+    Every method blocks and raises the error tree of :mod:`queen_sync.errors`
+    (:class:`~queen_sync.errors.ClientClosedError` once the client is closed). A Broker
+    binds popped messages so that their ``ack()`` / ``nack()`` / ``renew()`` / ``trace()``
+    work through the same session.
     """
 
-    __slots__ = ("_client",)
+    __slots__ = ("_session", "_messages")
 
-    def __init__(self, client: "Queen") -> None:
-        self._client = client
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._messages = _MessageActions(session)
 
     @property
     def closed(self) -> bool:
         """True once the client was closed (``Queen.closed``)."""
-        return self._client.closed
+        return self._session.closed
 
     def pop(self, spec: PopSpec) -> List[Message]:
         """One pop (``GET /api/v1/pop/...`` per ``spec``: queue, partition, group, batch,
         long-poll ``timeout_millis``...); returns the popped message dicts (maybe empty)."""
-        return execute_pop(self._client, spec)
+        return wire_messages.pop(self._session, spec)
 
     def bind(self, popped: Sequence[Message]) -> List[BoundMessage]:
-        """The popped messages as ``queen_sync.Message`` objects bound to the client (dicts
+        """The popped messages as ``queen_sync.Message`` objects bound to this Broker (dicts
         that can record traces on themselves); no wire call."""
-        return bind_messages(self._client, popped)
+        return tracing.bind_messages(self._messages, popped)
 
     def ack(self, target: Any, status: Any, context: Optional[Dict[str, Any]]) -> Any:
         """``Queen.ack``: one message dict (``POST /api/v1/ack``) or a list (``POST
@@ -63,13 +101,13 @@ class Broker:
         broker's result dict (one message) or list of them; raises
         :class:`~queen_sync.errors.AckError` (with ``failed`` / ``results``) when the broker
         refuses some."""
-        return self._client.ack(target, status, context)
+        return acks_calls.ack(self._session, target, status, context)
 
     def renew(self, lease_id: str, seconds: int) -> Any:
         """``Queen.renew``: ``POST /api/v1/lease/{lease_id}/extend`` ``{"seconds": N}``;
         returns the reply dict (with ``expiresAt``); raises
         :class:`~queen_sync.errors.LeaseError` when the broker refuses the lease."""
-        return self._client.renew(lease_id, seconds)
+        return acks_calls.renew(self._session, lease_id, seconds)
 
 
 class BuilderSettings(NamedTuple):

@@ -10,7 +10,9 @@ broker only through one :class:`~._calls.Broker`.
 Fork: a process forked from one running a consumer gets a copy without threads: there
 :attr:`Consumer.is_running` is False, :meth:`Consumer.stop` / :meth:`Consumer.join` /
 ``with consumer:`` / :meth:`Queen.close` return at once, and nothing is acked or released (the
-leases belong to the parent, whose consumer goes on).
+leases belong to the parent, whose consumer goes on). The child logs one WARNING saying so
+(``_registry.check_fork``: at fork, or at the first use on a fork path without Python's
+at-fork hooks, such as uWSGI's).
 """
 
 from __future__ import annotations
@@ -30,14 +32,14 @@ from ._lanes import Lanes
 from ._leases import Renewer
 from ._log import log
 from ._outage import Outage
-from ._registry import register, unregister
+from ._registry import check_fork, register, unregister
 from ._signals import SignalHook
 from ._state import ConsumeResult, ConsumerState
 from ._stopping import STOP_GRACE_S, Supervisor
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..builders import QueueBuilder
-    from ..client import Queen
+    from .._session import Session
+    from ..queues import QueueBuilder
 
 __all__ = ["Consumer", "DEFAULT_DRAIN_TIMEOUT_MILLIS", "DEFAULT_DRAIN_TIMEOUT_SECONDS"]
 
@@ -55,8 +57,9 @@ class Consumer:
     background=True)`` (started, returned to the caller).
 
     Args:
-        client: the :class:`~queen_sync.Queen` client.
-        builder: the :class:`~queen_sync.builders.QueueBuilder` with the pop / consume settings
+        session: the :class:`~queen_sync._session.Session` of the client (what the
+            consumer sends through; ``Queen.close`` stops the consumers of its session).
+        builder: the :class:`~queen_sync.queues.QueueBuilder` with the pop / consume settings
             (``concurrency``, ``batch``, ``partitions``, ``each``, ``limit``, ``idle_millis``,
             ``auto_ack``, ``renew_lease``, ``on_success``, ``on_error``, ...).
         handler: called with one message dict (``each()`` or ``batch == 1``), else with the
@@ -76,13 +79,13 @@ class Consumer:
             thread, a negative drain timeout, or both drain timeout arguments.
 
     Live counters (ints): :attr:`handled`, :attr:`acked`, :attr:`nacked`, :attr:`failed`,
-    :attr:`skipped`, :attr:`renewals`, :attr:`ack_failures`, :attr:`ack_uncertain`,
+    :attr:`skipped`, :attr:`renewals`, :attr:`ack_failures`, :attr:`ack_uncertain`, :attr:`uncertain`,
     :attr:`renew_failures`, :attr:`lost`, :attr:`released`; :attr:`result` is a snapshot :class:`ConsumeResult`.
     """
 
     def __init__(
         self,
-        client: "Queen",
+        session: "Session",
         builder: "QueueBuilder",
         handler: Callable[[Any], Any],
         *,
@@ -102,16 +105,17 @@ class Consumer:
             raise InvalidInputError("handle_signals=True works only in the main thread (Python signal rules)")
         settings = read_builder(builder)
         spec = settings.spec
-        self._client = client
+        self._session = session
         self._queue = spec.queue
         self._group = spec.group
         self._concurrency: int = settings.concurrency
+        # an explicit auto_ack() always holds; callbacks only change the default (to False)
         has_callbacks = settings.on_success is not None or settings.on_error is not None
-        auto_ack: bool = False if has_callbacks else (True if settings.auto_ack is None else settings.auto_ack)
+        auto_ack: bool = (not has_callbacks) if settings.auto_ack is None else settings.auto_ack
         idle_s = None if settings.idle_millis is None else settings.idle_millis / 1000.0
         self._st = ConsumerState(spec.queue, self._concurrency * spec.batch, settings.limit, idle_s,
                                  (drain_ms or 0) / 1000.0)
-        broker = Broker(client)
+        broker = Broker(session)
         acks = Acks(self._st, broker, spec.group)
         self._lanes = Lanes(
             self._st,
@@ -165,8 +169,12 @@ class Consumer:
 
     def _forked(self) -> bool:
         """True in a process forked from the one running this consumer: its copy here has no
-        threads (and its lock may have been held at fork time), so it is left alone."""
-        return self._started and os.getpid() != self._pid
+        threads (and its lock may have been held at fork time), so it is left alone. The
+        first such check in a child also makes the registry fork-safe (:func:`check_fork`)."""
+        if self._started and os.getpid() != self._pid:
+            check_fork()
+            return True
+        return False
 
     @property
     def is_running(self) -> bool:
@@ -204,6 +212,9 @@ class Consumer:
     ack_failures = property(lambda self: self._st.stats.ack_failures, doc="Acks refused or not sent.")
     ack_uncertain = property(
         lambda self: self._st.stats.ack_uncertain, doc="Acks whose reply was lost, not (yet) confirmed."
+    )
+    uncertain = property(
+        lambda self: self._st.stats.uncertain, doc="Acks / nacks given up on while the broker was unreachable."
     )
     renew_failures = property(lambda self: self._st.stats.renew_failures, doc="Renewals refused or not sent.")
     lost = property(lambda self: self._st.stats.lost, doc="Messages given up after their lease was lost.")

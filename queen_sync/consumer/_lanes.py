@@ -15,8 +15,11 @@ text (the ack itself: ``_acks``); in ``each()`` mode the later messages of a nac
 partition in the same pop are skipped (the broker redelivers them). Every handler failure is
 logged at WARNING with its traceback and the message ids (queue, partition, transactionId;
 never payloads). ``auto_ack(False)`` leaves acks to the handler (a handler exception then
-stops the consumer and is re-raised); ``on_success(cb)`` / ``on_error(cb)`` also turn
-auto-ack off and let the callbacks ack. Messages of a lost lease are not handled (see
+stops the consumer and is re-raised). Callbacks: ``on_success(cb)`` runs after the handler
+returns, ``on_error(cb)`` when the handler (or on_success) raises. Without an explicit
+``auto_ack()`` they turn auto-ack off (the callbacks ack); with ``auto_ack(True)`` both hold:
+the callback runs, then the consumer acks (``completed`` after on_success) or nacks
+(``failed`` after on_error) — an explicit setting is never switched off. Messages of a lost lease are not handled (see
 ``_leases``); after the drain timeout (``abort``) a worker releases its unit's rest instead.
 """
 
@@ -57,7 +60,8 @@ class Lanes:
         handler: the user's handler.
         each: one message per handler call (``each()`` or ``batch == 1``).
         single_when_one: pass a lone message as a dict, not a list (``batch == 1``).
-        auto_ack: ack / nack after the handler (False with callbacks or ``auto_ack(False)``).
+        auto_ack: ack / nack after the handler (and callbacks): ``auto_ack()`` as set, else
+            True without callbacks, False with them.
         on_success, on_error: the builder's callbacks, or None.
         group: the consumer group (for log lines), None in queue mode.
 
@@ -195,19 +199,27 @@ class Lanes:
         released by a nack (the rest of the unit must be skipped)."""
         with self._st.lock:
             self._st.stats.handled += len(msgs)
+            self._st.handlers_running += 1
             self._st.last_activity = time.monotonic()
         try:
-            result = self._handler(arg)
-            if self._on_success is not None:
-                self._on_success(arg, result)
+            try:
+                result = self._handler(arg)
+                if self._on_success is not None:
+                    self._on_success(arg, result)
+            finally:
+                with self._st.lock:
+                    # the idle clock (and "unreachable" while acks are pending) runs from here
+                    self._st.handlers_running -= 1
+                    self._st.last_activity = time.monotonic()
         except BaseException as exc:
             if not isinstance(exc, Exception):  # SystemExit & co: forget the messages, end the thread
                 self._st.resolve(msgs, unit)
                 raise
             with self._st.lock:
                 self._st.stats.failed += len(msgs)
+            text = ("%s: %s" % (type(exc).__name__, exc))[:MAX_ERROR_TEXT]
             if self._on_error is not None:
-                self._log_handler_failure(exc, msgs, "calling on_error")
+                self._log_handler_failure(exc, msgs, "calling on_error" + (", then nacking them" if self._auto_ack else ""))
                 try:
                     self._on_error(arg, exc)
                 except Exception as exc2:
@@ -216,9 +228,14 @@ class Lanes:
                         self._st.queue,
                         exc_info=exc2,
                     )
-                    self._st.resolve(msgs, unit)
+                    if self._auto_ack:
+                        self._acks.ack(msgs, unit, False, text)
+                    else:
+                        self._st.resolve(msgs, unit)
                     self._st.fail(exc2)
                     return True
+                if self._auto_ack:
+                    return self._acks.ack(msgs, unit, False, text)
                 self._st.resolve(msgs, unit)
                 return True
             if not self._auto_ack:
@@ -226,7 +243,6 @@ class Lanes:
                 self._st.resolve(msgs, unit)
                 self._st.fail(exc)
                 return True
-            text = ("%s: %s" % (type(exc).__name__, exc))[:MAX_ERROR_TEXT]
             self._log_handler_failure(exc, msgs, "nacking them (the broker retries, then dead-letters)")
             return self._acks.ack(msgs, unit, False, text)
         if self._auto_ack:

@@ -44,6 +44,11 @@ class Outage:
         self._failures = 0
         self.last_error: Optional[BaseException] = None
 
+    def for_seconds(self) -> float:
+        """How long the outage has been going on, in seconds (0.0 when none is)."""
+        with self._lock:
+            return time.monotonic() - self._since if self.active else 0.0
+
     def failure(self, what: str, exc: BaseException) -> None:
         """A ``what`` call (``"pop"``, ``"ack"``, ``"lease renewal"``...) failed with a
         transient ``exc``."""

@@ -10,8 +10,12 @@ when the lease expires. A thread of a consumer (a handler calling ``close()``) n
 for that consumer (:func:`in_consumer_thread`).
 
 Fork: a process forked from one running a consumer gets a copy without threads; it is not
-listed here (:func:`_consumers_of` skips it), and the registry's lock is made anew in the
-child (a parent thread may have held it at fork time).
+listed here (:func:`_consumers_of` skips it). In the child, before first use, the registry's
+lock is made anew (a parent thread may have held it at fork time) and one WARNING names the
+consumers inherited that way ("started before fork; start it in the worker": a consumer
+started at import under ``gunicorn --preload`` does not run in the workers). Both happen in
+Python's at-fork hook and, for fork paths that skip it (uWSGI forks without it), at the
+first entry in the child (:func:`check_fork`, a pid check).
 """
 
 from __future__ import annotations
@@ -25,10 +29,17 @@ from typing import TYPE_CHECKING, Callable, List, Optional
 from ._log import log
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..client import Queen
+    from .._session import Session
     from ._consumer import Consumer
 
-__all__ = ["CLOSE_RELEASE_RESERVE_S", "in_consumer_thread", "register", "stop_consumers_for_close", "unregister"]
+__all__ = [
+    "CLOSE_RELEASE_RESERVE_S",
+    "check_fork",
+    "in_consumer_thread",
+    "register",
+    "stop_consumers_for_close",
+    "unregister",
+]
 
 #: Part of Queen.close()'s timeout kept for the final releases after the consumers' drain
 #: deadline, in seconds (at most a quarter of the timeout).
@@ -37,50 +48,71 @@ CLOSE_RELEASE_RESERVE_S = 1.0
 # Consumers started in this process, for Queen.close() (see stop_consumers_for_close).
 _registry: "weakref.WeakSet[Consumer]" = weakref.WeakSet()
 _registry_lock = threading.Lock()
+_registry_pid = os.getpid()  # the process the lock and the listed consumers belong to
 
 
-def _reinit_after_fork() -> None:
-    # a parent thread may have held the lock at fork time: the child gets a fresh one
-    global _registry_lock
+def check_fork() -> None:
+    """In a process forked since the last call (any fork path): make the registry's lock anew
+    (a parent thread may have held it at fork time; the old one is never touched) and log one
+    WARNING naming the running consumers inherited from the parent (they do not run here).
+    A no-op in the process that started them."""
+    global _registry_lock, _registry_pid
+    pid = os.getpid()
+    if pid == _registry_pid:
+        return
     _registry_lock = threading.Lock()
+    _registry_pid = pid
+    inherited = [c for c in list(_registry) if c._started and not c._done.is_set() and c._pid != pid]
+    if inherited:
+        log.warning(
+            "%d consumer(s) (queue(s) %s) started before fork; they do not run in this process (pid %d): "
+            "start it in the worker, after the fork (e.g. gunicorn post_fork or without --preload, "
+            "uWSGI --lazy-apps or @postfork)",
+            len(inherited),
+            ", ".join(sorted({repr(c._queue) for c in inherited})),
+            pid,
+        )
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_after_fork)
+    os.register_at_fork(after_in_child=check_fork)
 
 
 def register(consumer: "Consumer") -> None:
     """List a consumer that starts its threads."""
+    check_fork()
     with _registry_lock:
         _registry.add(consumer)
 
 
 def unregister(consumer: "Consumer") -> None:
     """Forget a consumer whose last thread ended."""
+    check_fork()
     with _registry_lock:
         _registry.discard(consumer)
 
 
-def _consumers_of(client: "Queen") -> List["Consumer"]:
-    """The consumers of ``client`` running in this process (started, not ended, not a
-    forked child's copy)."""
+def _consumers_of(session: "Session") -> List["Consumer"]:
+    """The consumers of a client (its ``session``) running in this process (started, not
+    ended, not a forked child's copy)."""
+    check_fork()
     with _registry_lock:
-        found = [c for c in _registry if c._client is client]
+        found = [c for c in _registry if c._session is session]
     return [c for c in found if c._started and not c._done.is_set() and not c._forked()]
 
 
-def in_consumer_thread(client: "Queen") -> bool:
-    """True when the calling thread is a thread of a consumer of ``client`` (a handler or
-    callback runs in one): such a thread must not wait for that consumer to end."""
+def in_consumer_thread(session: "Session") -> bool:
+    """True when the calling thread is a thread of a consumer of the client of ``session``
+    (a handler or callback runs in one): such a thread must not wait for that consumer to end."""
     me = threading.get_ident()
-    return any(me in c._thread_ids for c in _consumers_of(client))
+    return any(me in c._thread_ids for c in _consumers_of(session))
 
 
 def stop_consumers_for_close(
-    client: "Queen", timeout_millis: int, deadline: Optional[float] = None
+    session: "Session", timeout_millis: int, deadline: Optional[float] = None
 ) -> Callable[[], None]:
-    """Used by :meth:`Queen.close`: ask every consumer of ``client`` running in this process
-    to stop gracefully now (reason ``"closed"``: no new pop, popped messages are handled and
+    """Used by :meth:`Queen.close`: ask every consumer of the client (its ``session``)
+    running in this process to stop gracefully now (reason ``"closed"``: no new pop, popped messages are handled and
     acked, the ones not given to a handler by the drain deadline are released).
 
     The drain deadline is the close deadline minus a reserve for those final releases
@@ -88,7 +120,7 @@ def stop_consumers_for_close(
     while the transport is still open.
 
     Args:
-        client: the :class:`~queen_sync.Queen` being closed.
+        session: the :class:`~queen_sync._session.Session` of the client being closed.
         timeout_millis: the close timeout, in milliseconds.
         deadline: the close deadline (a ``time.monotonic()`` value); default: now +
             ``timeout_millis``.
@@ -105,7 +137,7 @@ def stop_consumers_for_close(
         deadline = time.monotonic() + timeout_s
     left = max(0.0, deadline - time.monotonic())
     drain_s = max(0.0, left - min(CLOSE_RELEASE_RESERVE_S, left / 4.0))
-    consumers = _consumers_of(client)
+    consumers = _consumers_of(session)
     for c in consumers:
         c._request_stop("closed", drain_s)
 

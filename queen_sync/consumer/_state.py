@@ -50,6 +50,12 @@ class ConsumeResult:
             later ack of the same partition; once confirmed they move to ``acked``. Those left
             at the end may or may not have been applied (if not, the broker redelivers the
             message).
+        uncertain: handled messages whose ack / nack was still pending (being retried
+            through a broker outage) when the consumer gave up on it: it stopped with reason
+            ``"unreachable"``, or its drain timeout passed while the broker could not be
+            reached. The consumer cannot tell whether the broker applied it (an earlier
+            attempt may have landed with its reply lost); if it did not, the broker
+            redelivers the message once its lease expires. Logged at WARNING.
         skipped: messages not delivered because an earlier message of the same partition in
             the same pop was nacked (the broker redelivers them).
         renewals: lease renewals the broker accepted.
@@ -73,6 +79,7 @@ class ConsumeResult:
     nacked: int = 0
     ack_failures: int = 0
     ack_uncertain: int = 0
+    uncertain: int = 0
     skipped: int = 0
     renewals: int = 0
     renew_failures: int = 0
@@ -151,6 +158,7 @@ class ConsumerState:
         self.drain_deadline = math.inf
         self.fetchers_alive = 0
         self.pops_in_flight = 0
+        self.handlers_running = 0  # handler / callback calls under way
         self.free_slots = room
         self.reserved = 0
         self.outstanding = 0

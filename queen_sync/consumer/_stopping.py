@@ -5,7 +5,12 @@ A consumer stops on ``limit``, ``idle_millis`` without messages, a ``stop_event`
 with ``handle_signals=True``, SIGTERM / SIGINT (``_signals``). :meth:`Supervisor.watch` turns
 those into a stop request; when ``idle_millis`` passes while an outage is in progress (no call
 got an answer since it began) the reason is ``"unreachable"``, with the last connection error
-as the consumer's error: "no work" and "broker down" are told apart.
+as the consumer's error: "no work" and "broker down" are told apart. A busy consumer whose
+acks / releases are retrying through an outage that has lasted ``idle_millis`` (since the
+last handler returned, no handler running) stops the same way, with a drain timeout of 0:
+its pending acks are given up (counted in ``uncertain``), so a blocking ``consume()``
+returns within ``idle_millis`` + the time one call needs to fail + :data:`FETCH_GRACE_S`
+and one release attempt.
 
 Stopping means: no new pop is started; messages of a pop that comes back after the stop
 request are released at once (``_fetching``); messages popped before it are handled and
@@ -90,28 +95,52 @@ class Supervisor:
                 if self._broker.closed:
                     self._st.request_stop_locked("closed")
                     break
-                if self._st.idle_s is not None and self._st.outstanding == 0 and self._st.pops_in_flight == 0:
-                    # (an in-flight pop is awaited: its long poll ends by the idle deadline,
-                    # and when the broker is down, its failure tells "unreachable" from "idle")
-                    if time.monotonic() - self._st.last_activity >= self._st.idle_s:
-                        if self._st.outage.active:
-                            # no call got through since the outage began: not "no work"
-                            err = self._st.outage.last_error
-                            log.warning(
-                                "consumer of queue %r: no message for %d ms while the broker is unreachable "
-                                "(%s); stopping with reason 'unreachable'",
-                                self._st.queue,
-                                int(self._st.idle_s * 1000),
-                                err,
-                            )
-                            self._st.request_stop_locked("unreachable")
-                            if self._st.error is None and err is not None:
-                                self._st.error = err
-                        else:
-                            self._st.request_stop_locked("idle")
-                        break
+                if self._st.idle_s is not None and self._idle_stop_locked():
+                    break
                 self._st.lock.wait(TICK_S)
         self.finish()
+
+    def _idle_stop_locked(self) -> bool:
+        """Stop on ``idle_millis`` when it is due ("idle" or "unreachable"); True if so."""
+        idle_s = self._st.idle_s
+        assert idle_s is not None
+        quiet = time.monotonic() - self._st.last_activity >= idle_s
+        if not quiet:
+            return False
+        if self._st.outstanding == 0 and self._st.pops_in_flight == 0:
+            # (an in-flight pop is awaited: its long poll ends by the idle deadline, and when
+            # the broker is down, its failure tells "unreachable" from "idle")
+            if self._st.outage.active:  # no call got through since the outage began: not "no work"
+                self._unreachable_locked("no message for %d ms" % int(idle_s * 1000), None)
+            else:
+                self._st.request_stop_locked("idle")
+            return True
+        if (
+            self._st.outstanding > 0
+            and self._st.handlers_running == 0
+            and self._st.outage.for_seconds() >= idle_s
+        ):
+            # busy, but only with acks / releases retrying through an outage that outlasted
+            # idle_millis: waiting for them could take forever. Give up on them at once
+            # (drain timeout 0); the acks and nacks left count as uncertain.
+            self._unreachable_locked(
+                "%d message(s) waiting for acks or handlers, no answer for %d ms" % (self._st.outstanding, int(idle_s * 1000)),
+                0.0,
+            )
+            return True
+        return False
+
+    def _unreachable_locked(self, what: str, drain_timeout: "Optional[float]") -> None:
+        err = self._st.outage.last_error
+        log.warning(
+            "consumer of queue %r: %s while the broker is unreachable (%s); stopping with reason 'unreachable'",
+            self._st.queue,
+            what,
+            err,
+        )
+        self._st.request_stop_locked("unreachable", drain_timeout)
+        if self._st.error is None and err is not None:
+            self._st.error = err
 
     def finish(self) -> None:
         """The stop phase: drain until the deadline, release what no handler got by then,
@@ -138,13 +167,17 @@ class Supervisor:
             )
             self._acks.release_units(units)
         with self._st.lock:
-            while self._st.fetchers_alive > 0:
+            # stopping "unreachable", also wait (bounded) for the acks given up on, so the
+            # counters returned say how many are uncertain
+            while self._st.fetchers_alive > 0 or (self._st.stats.reason == "unreachable" and self._st.outstanding > 0):
                 left = fetch_deadline - time.monotonic()
                 if left <= 0:
                     log.info(
-                        "consumer of queue %r: %d fetcher(s) still busy at the stop deadline; not waiting for them",
+                        "consumer of queue %r: %d fetcher(s), %d message(s) still busy at the stop deadline; "
+                        "not waiting for them",
                         self._st.queue,
                         self._st.fetchers_alive,
+                        self._st.outstanding,
                     )
                     self._st.abort_locked()
                     break

@@ -34,6 +34,8 @@ each match uses up one of its ``times``; ``times=None`` = until cleared)::
         # without processing
     broker.faults.add("GET", "/api/v1/pop", "delay", delay_ms=200)
         # sleep 200 ms, then process normally
+    broker.faults.add("POST", "/api/v1/ack", "blackhole", times=1)
+        # never answer nor process it, connection held open (a half-open connection)
     broker.faults.clear()
 
     broker.stop(); ...; broker.start()        # refuse connections for a while (same port)

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 __all__ = ["Fault", "FaultInjector", "RequestLog", "ACTIONS"]
 
-ACTIONS = ("drop_before", "drop_after", "status", "delay")
+ACTIONS = ("drop_before", "drop_after", "status", "delay", "blackhole")
 
 
 class Fault(object):
@@ -58,7 +58,10 @@ class FaultInjector(object):
                 ``"drop_after"`` (process and commit, then close without answering: a lost
                 response), ``"status"`` (answer ``status`` with a JSON ``{"error": ...}`` body
                 without processing, with a ``Retry-After`` header when ``retry_after`` is set)
-                or ``"delay"`` (sleep ``delay_ms`` milliseconds, then process normally).
+                ``"delay"`` (sleep ``delay_ms`` milliseconds, then process normally) or
+                ``"blackhole"`` (read the request, never process nor answer it, keep the
+                connection open until the client gives up or the broker stops: a half-open
+                connection).
             times: how many matching requests the fault applies to (None = unlimited).
             status: HTTP status for ``"status"`` (e.g. 503, 429, 500).
             retry_after: seconds for the ``Retry-After`` header of ``"status"``.

@@ -330,6 +330,9 @@ class _Handler(BaseHTTPRequestHandler):
                     extra = ("Retry-After: %s\r\n" % (int(ra) if float(ra).is_integer() else ra)).encode()
                 self._write(fault.status, payload, "application/json", extra)
                 return
+            if fault.action == "blackhole":
+                self._hang()
+                return
             if fault.action == "delay":
                 time.sleep(fault.delay_ms / 1000.0)
         status, reply = broker.router.handle(method, path, query, body, self._disconnected)

@@ -116,8 +116,9 @@ def push(
     return results, resp.status
 
 
-def ack(requester: Requester, body: bytes) -> Tuple[Dict[str, Any], int]:
-    """Send one ack (body from ``codec.encode_ack``).
+def ack(requester: Requester, body: bytes, timeout_millis: Optional[int] = None) -> Tuple[Dict[str, Any], int]:
+    """Send one ack (body from ``codec.encode_ack``); ``timeout_millis``: the read timeout
+    of the attempt (default: the requester's).
 
     Returns:
         ``(result, http_status)``, result ``{index, transactionId, success, error, ...}``.
@@ -127,15 +128,18 @@ def ack(requester: Requester, body: bytes) -> Tuple[Dict[str, Any], int]:
 
     Wire: ``POST /api/v1/ack`` (never resent once sent).
     """
-    resp = requester.request("POST", "/api/v1/ack", body=body, idempotent=False)
+    resp = requester.request("POST", "/api/v1/ack", body=body, idempotent=False, timeout_millis=timeout_millis)
     results = codec.decode_ack_result(resp.data)
     if len(results) != 1:
         raise ProtocolError("ack reply has %d items, expected 1" % len(results), resp.data)
     return results[0], resp.status
 
 
-def ack_batch(requester: Requester, body: bytes, count: int) -> List[Dict[str, Any]]:
-    """Send one batch ack of ``count`` messages (body from ``codec.encode_ack_batch``).
+def ack_batch(
+    requester: Requester, body: bytes, count: int, timeout_millis: Optional[int] = None
+) -> List[Dict[str, Any]]:
+    """Send one batch ack of ``count`` messages (body from ``codec.encode_ack_batch``);
+    ``timeout_millis``: the read timeout of the attempt (default: the requester's).
 
     Returns:
         the results, in the order the broker sent them.
@@ -145,15 +149,18 @@ def ack_batch(requester: Requester, body: bytes, count: int) -> List[Dict[str, A
 
     Wire: ``POST /api/v1/ack/batch`` (never resent once sent).
     """
-    resp = requester.request("POST", "/api/v1/ack/batch", body=body, idempotent=False)
+    resp = requester.request("POST", "/api/v1/ack/batch", body=body, idempotent=False, timeout_millis=timeout_millis)
     results = codec.decode_ack_result(resp.data)
     if len(results) != count:
         raise ProtocolError("batch ack reply has %d items, expected %d" % (len(results), count), resp.data)
     return results
 
 
-def extend_lease(requester: Requester, lease_id: str, body: bytes) -> Dict[str, Any]:
-    """Extend one lease (``lease_id`` validated URL-safe; body from ``codec.encode_renew``).
+def extend_lease(
+    requester: Requester, lease_id: str, body: bytes, timeout_millis: Optional[int] = None
+) -> Dict[str, Any]:
+    """Extend one lease (``lease_id`` validated URL-safe; body from ``codec.encode_renew``);
+    ``timeout_millis``: the read timeout of each attempt (default: the requester's).
 
     Returns:
         ``{index, leaseId, success, error, expiresAt}``.
@@ -163,7 +170,9 @@ def extend_lease(requester: Requester, lease_id: str, body: bytes) -> Dict[str, 
 
     Wire: ``POST /api/v1/lease/{leaseId}/extend`` (idempotent: resent freely).
     """
-    resp = requester.request("POST", "/api/v1/lease/%s/extend" % lease_id, body=body, idempotent=True)
+    resp = requester.request(
+        "POST", "/api/v1/lease/%s/extend" % lease_id, body=body, idempotent=True, timeout_millis=timeout_millis
+    )
     got = codec.decode_renew_result(resp.data)
     if len(got) != 1:
         raise ProtocolError("lease extend reply has %d items, expected 1" % len(got), resp.data)
