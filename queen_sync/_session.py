@@ -92,6 +92,7 @@ class Session:
         timeout_millis: Optional[int] = None,
         retry: Optional[str] = None,
         affinity_key: Optional[str] = None,
+        accept: Optional[Callable[[bytes], Any]] = None,
     ) -> Response:
         """Send one call through the transport (see :meth:`Transport.request`), unless the
         client is closed (ClientClosedError)."""
@@ -105,4 +106,5 @@ class Session:
             timeout_millis=timeout_millis,
             retry=retry,
             affinity_key=affinity_key,
+            accept=accept,
         )

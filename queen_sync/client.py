@@ -25,7 +25,7 @@ from .errors import InvalidInputError
 from .producer import DEFAULT_CLOSE_TIMEOUT_MILLIS, BufferManager
 from .queues import QueueBuilder
 from .transactions import TransactionBuilder
-from .transport import DEFAULT_POOL_MAXSIZE, Backoff, Response, Transport
+from .transport import DEFAULT_POOL_MAXSIZE, DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS, Backoff, Response, Transport
 
 __all__ = ["Queen"]
 
@@ -121,6 +121,9 @@ class Queen:
         health_retry_after_millis: a failed URL is skipped for this many milliseconds (default 5000).
         close_timeout_millis: bound of the whole :meth:`close` (consumer drain, final acks /
             releases and buffered-push flush share it), in milliseconds (default 30000).
+        push_retry_timeout_millis: time budget of a push's retries, in milliseconds (default
+            15000: spans a broker restart of a few seconds, fits a web request); a push is
+            retried until then rather than ``retry_attempts`` times (README "Retries").
 
     Retry safety per call is listed in :mod:`queen_sync.transport`; buffered pushes in
     :mod:`queen_sync.producer`.
@@ -151,6 +154,7 @@ class Queen:
         affinity_hash_ring: int = 128,
         health_retry_after_millis: int = 5000,
         close_timeout_millis: int = DEFAULT_CLOSE_TIMEOUT_MILLIS,
+        push_retry_timeout_millis: int = DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS,
     ) -> None:
         self._urls = _parse_urls(url, urls)
         int_arg("close_timeout_millis", close_timeout_millis, 0)
@@ -169,6 +173,7 @@ class Queen:
             load_balancing_strategy=load_balancing_strategy,
             affinity_hash_ring=affinity_hash_ring,
             health_retry_after_millis=health_retry_after_millis,
+            push_retry_timeout_millis=push_retry_timeout_millis,
         )
         self._timeout_millis = self._transport.timeout_millis
         self._producer = BufferManager(
