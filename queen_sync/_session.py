@@ -9,7 +9,6 @@ receive a session, never the client.
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol
 
 from .errors import ClientClosedError
@@ -47,7 +46,8 @@ class Session:
         self.producer = producer
         self.consumers = consumers
         self.options = options if options is not None else QueueOptionMemory()
-        self._closed = threading.Event()
+        # a plain flag, no lock: nothing a fork could leave held (see queen_sync._fork)
+        self._closed = False
 
     def __repr__(self) -> str:
         return "Session(urls=%r%s)" % (list(self.transport.urls), ", closed" if self.closed else "")
@@ -55,16 +55,16 @@ class Session:
     @property
     def closed(self) -> bool:
         """True once the client is closed (:meth:`mark_closed`)."""
-        return self._closed.is_set()
+        return self._closed
 
     def mark_closed(self) -> None:
         """From now on every call raises :class:`ClientClosedError` (the transport stays
         open for the final flush of buffered pushes)."""
-        self._closed.set()
+        self._closed = True
 
     def check_open(self) -> None:
         """Raise :class:`ClientClosedError` when the client is closed."""
-        if self._closed.is_set():
+        if self._closed:
             raise ClientClosedError("the Queen client is closed")
 
     @property

@@ -284,9 +284,11 @@ class QueueBuilder:
         lst = items_arg(items, "push()")
         if not lst:
             return []
-        if self._buffer is not None:  # buffered: see buffer() and queen_sync/producer.py
+        if self._buffer is not None and self._session.producer.background_allowed():
+            # buffered: see buffer() and queen_sync/producer.py
             self._session.check_open()
             return self._session.producer.push(self._name, self._partition, lst, self._buffer)
+        # unbuffered; also a buffered push in a uWSGI master before it forks (producer.py "Fork")
         body, wire = codec.encode_push(self._name, self._partition, lst)
         try:
             results, status = wire_messages.push(

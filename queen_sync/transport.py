@@ -71,9 +71,10 @@ Several brokers
     to the next URL at once; backoff starts when every URL has been tried.
 
 Fork safety
-    A child process gets a fresh pool and fresh locks: ``os.register_at_fork`` resets every
-    live transport in the child, and ``os.getpid()`` is checked on each request as a
-    fallback. The parent keeps its connections.
+    A child process gets a fresh pool and fresh locks: every live transport is reset in the
+    child by ``os.register_at_fork`` and, under uWSGI (which forks without Python's at-fork
+    hooks), by its post-fork hook (see :mod:`queen_sync._fork`); ``os.getpid()`` is checked
+    on each request as a fallback. The parent keeps its connections.
 
 Logging goes to the ``queen_sync.transport`` logger; request headers (and so the
 ``Authorization`` header) are never logged.
@@ -104,7 +105,7 @@ from urllib3.exceptions import (
     ReadTimeoutError,
 )
 
-from . import codec
+from . import _fork, codec
 from ._validate import int_arg
 from .errors import (
     AuthenticationError,
@@ -250,8 +251,8 @@ def _reset_all_after_fork() -> None:
             pass
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_all_after_fork)
+# os.register_at_fork, and uWSGI's post-fork hook (it forks without Python's at-fork hooks)
+_fork.after_fork_in_child(_reset_all_after_fork)
 
 
 @dataclass(frozen=True)
@@ -445,6 +446,10 @@ class Transport:
         """In a forked child: new locks and a new pool (the parent's sockets and any lock held
         by a parent thread that does not exist here must not be used)."""
         self._lock = threading.Lock()
+        closed = self._closed.is_set()
+        self._closed = threading.Event()  # its Condition's lock may have been held at the fork
+        if closed:
+            self._closed.set()
         self._rr = itertools.count()
         self._pool = self._new_pool()
         self._host_pools = {}
