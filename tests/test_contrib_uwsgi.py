@@ -97,7 +97,8 @@ def test_uwsgi_without_lazy_apps_serves_every_start(embedded_broker: Any, tmp_pa
             "--wsgi-file", str(app), "--die-on-term", "--disable-logging",
         ]
         with open(log, "w") as logf:
-            proc = subprocess.Popen(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT)
+            # own process group: a hung worker left behind by a failed start is killed with it
+            proc = subprocess.Popen(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         stop_sig = signal.SIGTERM if start % 2 == 0 else signal.SIGINT
         try:
             deadline = time.monotonic() + 20
@@ -144,6 +145,11 @@ def test_uwsgi_without_lazy_apps_serves_every_start(embedded_broker: Any, tmp_pa
                 proc.kill()
                 proc.wait()
                 pytest.fail("uWSGI did not stop on %s within %.0f s:\n%s" % (stop_sig.name, STOP_BOUND_S, log.read_text()))
+            finally:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # workers that outlived their master, if any
+                except OSError:
+                    pass
         assert time.monotonic() - t0 < STOP_BOUND_S
         text = log.read_text()
         assert "without thread support" not in text  # uWSGI >= 2.0.27: threads are on
