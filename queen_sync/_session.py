@@ -11,7 +11,6 @@ works) and the per-attempt timeout of the calls that hold a partition
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol
 
 from .errors import ClientClosedError
@@ -62,7 +61,8 @@ class Session:
         self.producer = producer
         self.consumers = consumers
         self.options = options if options is not None else QueueOptionMemory()
-        self._closed = threading.Event()
+        # a plain flag, no lock: nothing a fork could leave held (see queen_sync._fork)
+        self._closed = False
         #: what ``pop()`` binds its messages to (the client, set by it); None: unbound
         self.message_client: Optional["MessageClient"] = None
 
@@ -72,16 +72,16 @@ class Session:
     @property
     def closed(self) -> bool:
         """True once the client is closed (:meth:`mark_closed`)."""
-        return self._closed.is_set()
+        return self._closed
 
     def mark_closed(self) -> None:
         """From now on every call raises :class:`ClientClosedError` (the transport stays
         open for the final flush of buffered pushes)."""
-        self._closed.set()
+        self._closed = True
 
     def check_open(self) -> None:
         """Raise :class:`ClientClosedError` when the client is closed."""
-        if self._closed.is_set():
+        if self._closed:
             raise ClientClosedError("the Queen client is closed")
 
     @property
@@ -115,6 +115,7 @@ class Session:
         timeout_millis: Optional[int] = None,
         retry: Optional[str] = None,
         affinity_key: Optional[str] = None,
+        accept: Optional[Callable[[bytes], Any]] = None,
     ) -> Response:
         """Send one call through the transport (see :meth:`Transport.request`), unless the
         client is closed (ClientClosedError)."""
@@ -128,4 +129,5 @@ class Session:
             timeout_millis=timeout_millis,
             retry=retry,
             affinity_key=affinity_key,
+            accept=accept,
         )

@@ -27,7 +27,7 @@ from .producer import DEFAULT_CLOSE_TIMEOUT_MILLIS, BufferManager
 from .queues import QueueBuilder
 from .streams.runner import stop_runners_for
 from .transactions import TransactionBuilder
-from .transport import DEFAULT_POOL_MAXSIZE, Backoff, Response, Transport
+from .transport import DEFAULT_POOL_MAXSIZE, DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS, Backoff, Response, Transport
 
 __all__ = ["Queen"]
 
@@ -147,6 +147,9 @@ class Queen:
             (acks, releases, lease renewals), in milliseconds (default 5000, at most
             ``timeout_millis``): a half-open connection costs that long, then the consumer
             retries, instead of the whole ``timeout_millis``.
+        push_retry_timeout_millis: time budget of a push's retries, in milliseconds (default
+            15000: spans a broker restart of a few seconds, fits a web request); a push is
+            retried until then rather than ``retry_attempts`` times (README "Retries").
 
     Retry safety per call is listed in :mod:`queen_sync.transport`; buffered pushes in
     :mod:`queen_sync.producer`.
@@ -183,6 +186,7 @@ class Queen:
         ssl_context: Optional[ssl.SSLContext] = None,
         nan_as_null: bool = False,
         ack_timeout_millis: int = DEFAULT_ACK_TIMEOUT_MILLIS,
+        push_retry_timeout_millis: int = DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS,
     ) -> None:
         self._urls = _parse_urls(url, urls)
         int_arg("close_timeout_millis", close_timeout_millis, 0)
@@ -206,6 +210,7 @@ class Queen:
             cert_file=cert_file,
             key_file=key_file,
             ssl_context=ssl_context,
+            push_retry_timeout_millis=push_retry_timeout_millis,
         )
         self._timeout_millis = self._transport.timeout_millis
         nan_as_null = bool_arg("nan_as_null", nan_as_null)

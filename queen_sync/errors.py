@@ -26,7 +26,7 @@ A Queen 0.15 broker answers most failures with HTTP 200 and ``success: false`` o
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 __all__ = [
     "QueenError",
@@ -50,7 +50,17 @@ __all__ = [
 
 
 class QueenError(Exception):
-    """Root of every error raised by queen_sync."""
+    """Root of every error raised by queen_sync.
+
+    Attributes:
+        items: set on an error raised by an unbuffered ``push()`` once its items were built:
+            the pushed items as sent, each ``{"payload", "transactionId"[, "traceId"]}`` with
+            the ``transactionId`` fixed before the first attempt. ``push(err.items)`` to the
+            same queue/partition is the safe re-push: what the broker already stored is
+            answered ``duplicate``. ``None`` on every other error.
+    """
+
+    items: Optional[List[Dict[str, Any]]] = None
 
 
 class InvalidInputError(QueenError, ValueError):

@@ -39,10 +39,16 @@ Each ``(queue, partition)`` gets one :class:`PushBuffer` with its own background
   confirm (also logged at ERROR and kept in ``unsent_on_close``). When messages are left
   unsent, a :class:`RuntimeWarning` is also issued (``warnings.warn``), so the loss is
   visible on stderr even when logging is not configured.
-- **Fork.** After ``os.fork()`` the child starts with no buffers and no threads (a fresh
-  manager state, via ``os.register_at_fork`` and a pid check); the parent keeps and sends
-  its own messages, so nothing is sent twice. Under uWSGI without ``enable-threads`` a
-  warning is logged when the first background thread starts.
+- **Fork.** After a fork the child starts with no buffers and no threads (a fresh manager
+  state and lock, via ``os.register_at_fork``, uWSGI's post-fork hook and a pid check on
+  every entry; see :mod:`queen_sync._fork`); the parent keeps and sends its own messages,
+  so nothing is sent twice. **uWSGI without** ``--lazy-apps``: in the master, which loads
+  the app and then forks the workers without Python's fork hooks, no sender thread is
+  started (one running Python code at the fork leaves the workers' GIL held: they hang);
+  there a buffered push is sent synchronously, as an unbuffered push (broker results, not
+  ``pending`` receipts). In the workers buffers work as usual. When uWSGI runs Python
+  without threads (before 2.0.27, without ``--enable-threads``), one WARNING on the
+  ``queen_sync`` logger and a ``RuntimeWarning`` say the sender will not run between requests.
 - **Exit.** An ``atexit`` hook flushes what is still buffered (bounded by the close
   timeout); messages it cannot send are logged at ERROR and reported by a
   :class:`RuntimeWarning` ("queen_sync: N buffered message(s) could not be sent to <urls>
@@ -55,7 +61,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import importlib
 import logging
 import os
 import sys
@@ -66,7 +71,7 @@ import weakref
 from dataclasses import asdict, dataclass
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import codec
+from . import _fork, codec
 from ._validate import int_arg
 from .errors import (
     BufferFullError,
@@ -250,7 +255,7 @@ class PushBuffer:
                 self._work.notify()
 
     def _start_thread(self) -> None:
-        _warn_uwsgi_without_threads()
+        _fork.warn_uwsgi_threads_off("the push buffer's background sender")
         t = threading.Thread(target=self._run, name="queen-buffer-%s" % self._affinity, daemon=True)
         self._thread = t
         t.start()
@@ -391,8 +396,9 @@ class PushBuffer:
                 return False
             try:
                 # a reply without one result per item (ProtocolError): outcome unknown, resend (same ids)
+                # budget=False: this loop is the long retry (and it stops on close)
                 results, _status = wire_messages.push(
-                    self._transport, body, queue=self.queue, partition=self.partition, count=count
+                    self._transport, body, queue=self.queue, partition=self.partition, count=count, budget=False
                 )
             except ClientClosedError:
                 return False
@@ -556,8 +562,8 @@ def _close_managers_at_exit() -> None:
             log.exception("error while flushing push buffers at exit")
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_managers_after_fork)
+# os.register_at_fork, and uWSGI's post-fork hook (it forks without Python's at-fork hooks)
+_fork.after_fork_in_child(_reset_managers_after_fork)
 atexit.register(_close_managers_at_exit)
 
 
@@ -592,14 +598,22 @@ class BufferManager:
         _MANAGERS.add(self)
 
     def _reset_after_fork(self) -> None:
-        """In a forked child: forget the parent's buffers (the parent sends them)."""
+        """In a forked child: forget the parent's buffers (the parent sends them), with a new
+        lock (the parent's may have been held by one of its threads at the fork)."""
         self._lock = threading.Lock()
         self._buffers = {}
         self._pid = os.getpid()
 
     def _check_fork(self) -> None:
+        # the fallback when no post-fork hook ran (see queen_sync._fork)
         if self._pid != os.getpid():
             self._reset_after_fork()
+
+    def background_allowed(self) -> bool:
+        """False in a uWSGI process that forks workers without Python's fork hooks (the
+        master loading the app without ``--lazy-apps``): no sender thread may run there, so
+        a buffered push is sent synchronously, as an unbuffered one (``queen_sync._fork``)."""
+        return not _fork.uwsgi_prefork()
 
     def buffer_for(self, queue: str, partition: Optional[str], options: BufferOptions) -> PushBuffer:
         """The buffer of ``(queue, partition)``, made with ``options`` on first use (later
@@ -640,6 +654,7 @@ class BufferManager:
             BufferFullError: no room within ``block_timeout_millis``.
             ClientClosedError: the client is closed.
         """
+        self._check_fork()
         if self._closed:
             raise ClientClosedError("the Queen client is closed")
         n = len(items)
@@ -760,35 +775,3 @@ class BufferManager:
             "retries": sum(s["retries"] for s in per.values()),
             "buffers": per,
         }
-
-
-# --------------------------------------------------------------------------- uWSGI
-
-
-_uwsgi_checked = False
-
-
-def _warn_uwsgi_without_threads() -> None:
-    """Log a warning (once) when running under uWSGI without ``enable-threads``: its workers
-    then never run background threads, so buffered messages would wait until close."""
-    global _uwsgi_checked
-    if _uwsgi_checked:
-        return
-    _uwsgi_checked = True
-    try:
-        # importable only inside a uWSGI worker; by name, so no type checker looks for its stubs
-        uwsgi = importlib.import_module("uwsgi")
-    except ImportError:
-        return
-    try:
-        opt = getattr(uwsgi, "opt", {}) or {}
-        enabled = opt.get("enable-threads") or opt.get("threads")
-        if isinstance(enabled, bytes):
-            enabled = enabled not in (b"", b"0", b"false", b"no")
-    except Exception:  # pragma: no cover
-        return
-    if not enabled:
-        log.warning(
-            "running under uWSGI without --enable-threads: the push buffer's background thread will not run; "
-            "start uWSGI with --enable-threads (and --lazy-apps or a post-fork hook when using --preload-like master loading)"
-        )

@@ -35,7 +35,7 @@ from ._validate import (
     validate_name,
 )
 from .dlq import DLQBuilder
-from .errors import BrokerError, InvalidInputError
+from .errors import BrokerError, InvalidInputError, QueenError
 from .message import bind_messages
 from .options import QUEUE_OPTION_DEFAULTS, check_options, update_queue_config
 from .producer import BufferOptions
@@ -49,6 +49,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["QueueBuilder"]
 
 Message = Dict[str, Any]
+
+
+def _repush_items(wire: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Pushed wire items as push() items again: payload, transactionId, traceId."""
+    return [{k: w[k] for k in ("payload", "transactionId", "traceId") if k in w} for w in wire]
 
 
 def _subscription_from(value: Any) -> str:
@@ -277,31 +282,45 @@ class QueueBuilder:
                 is sent (or buffered).
             BrokerError: the broker refused the push, or an item came back ``failed``
                 (``.body`` holds the results).
-            ProtocolError: the reply does not hold one result per item (e.g. ``[]``): the
-                outcome is unknown; pushing the same items again (same ``transactionId`` s)
-                is safe.
+            QueenConnectionError / QueenTimeoutError: the broker stayed unreachable, or its
+                replies were lost (an empty 200 body counts as lost), for the whole push
+                retry budget (``push_retry_timeout_millis``): the outcome is unknown.
+            ProtocolError: the replies never held one result per item within the budget.
 
-        Wire: ``POST /api/v1/push`` ``{"items": [...]}`` (retried safely: ids are client-minted).
+            Every error raised after the items were built carries them as ``err.items``
+            (with the ``transactionId`` s of this call): ``push(err.items)`` is the safe
+            re-push (what was stored is answered ``duplicate``); pushing the original
+            items again is a **new** send (ids minted afresh for items that had none).
+
+        Wire: ``POST /api/v1/push`` ``{"items": [...]}``, resent within the push retry budget
+        after lost replies, refused connections, 5xx and empty or garbled 200 replies (the
+        ids are fixed before the first attempt, so a resend is answered ``duplicate``).
         """
         lst = items_arg(items, "push()")
         if not lst:
             return []
-        if self._buffer is not None:  # buffered: see buffer() and queen_sync/producer.py
+        if self._buffer is not None and self._session.producer.background_allowed():
+            # buffered: see buffer() and queen_sync/producer.py
             self._session.check_open()
             return self._session.producer.push(self._name, self._partition, lst, self._buffer)
-        body, _wire = codec.encode_push(self._name, self._partition, lst, nan_as_null=self._session.nan_as_null)
-        results, status = wire_messages.push(
-            self._session, body, queue=self._name, partition=self._partition, count=len(lst)
-        )
-        failed = [r for r in results if r.get("status") == "failed"]
-        if failed:
-            raise BrokerError(
-                "%d of %d pushed items failed: %s"
-                % (len(failed), len(results), ", ".join(sorted({str(r.get("error")) for r in failed}))),
-                status=status,
-                error=failed[0].get("error"),
-                body=results,
+        # unbuffered; also a buffered push in a uWSGI master before it forks (producer.py "Fork")
+        body, wire = codec.encode_push(self._name, self._partition, lst, nan_as_null=self._session.nan_as_null)
+        try:
+            results, status = wire_messages.push(
+                self._session, body, queue=self._name, partition=self._partition, count=len(lst)
             )
+            failed = [r for r in results if r.get("status") == "failed"]
+            if failed:
+                raise BrokerError(
+                    "%d of %d pushed items failed: %s"
+                    % (len(failed), len(results), ", ".join(sorted({str(r.get("error")) for r in failed}))),
+                    status=status,
+                    error=failed[0].get("error"),
+                    body=results,
+                )
+        except QueenError as exc:
+            exc.items = _repush_items(wire)  # the safe re-push: same transactionIds (README "Retries")
+            raise
         return results
 
     def buffer(

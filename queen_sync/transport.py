@@ -46,6 +46,21 @@ Retries (urllib3's own retries are off; :meth:`Transport.request` runs its own l
     retry). An ack / transaction whose reply was lost may or may not have been applied: it
     is reported to the caller (:class:`QueenConnectionError`), never resent.
 
+Push retry budget (:data:`RETRY_PUSH`)
+    A push is retried on everything in the first column above, and also when its 2xx reply
+    is empty (a broker killed while answering) or garbled (not one result per item): those
+    count as lost replies, not as :class:`ProtocolError`. It is retried for a **time budget**,
+    ``push_retry_timeout_millis`` (default 15000 ms), not ``retry_attempts`` times: new
+    attempts are started, with the usual backoff, until the budget is spent (at least
+    ``retry_attempts`` attempts are made either way); an attempt in flight when the budget
+    ends still runs to its own ``timeout_millis``. Why 15 s: a broker restart (process
+    restart, rolling deploy, failover to a standby) takes a few seconds, and three attempts
+    with 0.5 s / 1 s backoff (1.5 s) do not span it, while 15 s does (attempts at about 0,
+    0.5, 1.5, 3.5, 7.5 and 15 s with the default backoff); and 15 s still leaves room in
+    the 30 s to 60 s a proxy or web front end usually gives a request, so a web handler
+    that pushes fails with a clear error rather than being cut off by its gateway.
+    ``push_retry_timeout_millis=0`` gives the plain ``retry_attempts`` count.
+
 Several brokers
     ``load_balancing_strategy="round-robin"`` (default) spreads calls over the URLs;
     ``"affinity"`` hashes the call's affinity key (``queue/partition[/consumer group]``)
@@ -56,9 +71,10 @@ Several brokers
     to the next URL at once; backoff starts when every URL has been tried.
 
 Fork safety
-    A child process gets a fresh pool and fresh locks: ``os.register_at_fork`` resets every
-    live transport in the child, and ``os.getpid()`` is checked on each request as a
-    fallback. The parent keeps its connections.
+    A child process gets a fresh pool and fresh locks: every live transport is reset in the
+    child by ``os.register_at_fork`` and, under uWSGI (which forks without Python's at-fork
+    hooks), by its post-fork hook (see :mod:`queen_sync._fork`); ``os.getpid()`` is checked
+    on each request as a fallback. The parent keeps its connections.
 
 Logging goes to the ``queen_sync.transport`` logger; request headers (and so the
 ``Authorization`` header) are never logged.
@@ -78,7 +94,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 from urllib.parse import urlencode
 
 import urllib3
@@ -92,7 +108,7 @@ from urllib3.exceptions import (
     ReadTimeoutError,
 )
 
-from . import codec
+from . import _fork, codec
 from ._validate import headers_arg, int_arg, timeout_arg
 from .errors import (
     AuthenticationError,
@@ -116,6 +132,8 @@ __all__ = [
     "RETRY_ALWAYS",
     "RETRY_IF_ANSWERED",
     "RETRY_IF_UNSENT",
+    "RETRY_PUSH",
+    "DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS",
     "LOAD_BALANCING_STRATEGIES",
 ]
 
@@ -131,7 +149,14 @@ RETRY_ALWAYS = "always"
 RETRY_IF_ANSWERED = "answered"
 #: Retry policy of ack / transaction / seek to end: retried only before sending or after 429 / 503.
 RETRY_IF_UNSENT = "unsent"
-_POLICIES = (RETRY_ALWAYS, RETRY_IF_ANSWERED, RETRY_IF_UNSENT)
+#: Retry policy of push: as :data:`RETRY_ALWAYS`, plus a reply the ``accept`` check refuses
+#: (an empty or garbled 200 body), and retried for ``push_retry_timeout_millis`` rather than
+#: ``retry_attempts`` times (see the module docstring).
+RETRY_PUSH = "push"
+_POLICIES = (RETRY_ALWAYS, RETRY_IF_ANSWERED, RETRY_IF_UNSENT, RETRY_PUSH)
+
+#: Default push retry budget, in milliseconds (see the module docstring, "Push retry budget").
+DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS = 15000
 
 #: ``load_balancing_strategy`` values.
 LOAD_BALANCING_STRATEGIES = ("round-robin", "affinity")
@@ -229,8 +254,8 @@ def _reset_all_after_fork() -> None:
             pass
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_all_after_fork)
+# os.register_at_fork, and uWSGI's post-fork hook (it forks without Python's at-fork hooks)
+_fork.after_fork_in_child(_reset_all_after_fork)
 
 
 @dataclass(frozen=True)
@@ -241,11 +266,13 @@ class Response:
         status: the HTTP status (200, 201, 204, ...).
         data: the raw body bytes (``b""`` after a 204: its body is discarded with the connection).
         url: the broker base URL that answered.
+        value: what the call's ``accept`` check returned (e.g. the decoded body), or None.
     """
 
     status: int
     data: bytes
     url: str
+    value: Any = None
 
 
 class _Attempt(Exception):
@@ -277,12 +304,12 @@ def _may_retry(policy: str, failed: _Attempt) -> bool:
     if st is not None:
         if st in _REFUSED_STATUSES:
             return True
-        if policy == RETRY_ALWAYS:
+        if policy in (RETRY_ALWAYS, RETRY_PUSH):
             return st >= 500
         if policy == RETRY_IF_ANSWERED:
             return st >= 500 and st != 504
         return False
-    return policy == RETRY_ALWAYS
+    return policy in (RETRY_ALWAYS, RETRY_PUSH)
 
 
 def _hash64(key: str) -> int:
@@ -319,6 +346,9 @@ class Transport:
             (exclusive with the three options above: configure the context instead).
             Without any of these, urllib3's defaults apply: certificates are verified
             against the system's trust store, host names checked.
+        push_retry_timeout_millis: time budget of retries of a push (:data:`RETRY_PUSH`), in
+            milliseconds (default :data:`DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS`; see the module
+            docstring).
 
     Raises:
         InvalidInputError: a bad option value (an int option out of range, a non-str
@@ -347,6 +377,7 @@ class Transport:
         cert_file: Optional[str] = None,
         key_file: Optional[str] = None,
         ssl_context: Optional[ssl.SSLContext] = None,
+        push_retry_timeout_millis: int = DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS,
     ) -> None:
         if not urls:
             raise ValueError("at least one broker URL is needed")
@@ -355,6 +386,7 @@ class Transport:
         int_arg("health_retry_after_millis", health_retry_after_millis, 0)
         int_arg("timeout_millis", timeout_millis, 1)
         int_arg("retry_attempts", retry_attempts, 1)
+        int_arg("push_retry_timeout_millis", push_retry_timeout_millis, 0)
         int_arg("retry_delay_millis", retry_delay_millis, 0)
         int_arg("retry_max_delay_millis", retry_max_delay_millis, 0)
         int_arg("pool_maxsize", pool_maxsize, 1)
@@ -378,6 +410,7 @@ class Transport:
             min(self._timeout_millis, 10000) if connect_timeout_millis is None else connect_timeout_millis
         ) / 1000.0
         self._attempts = retry_attempts
+        self._push_budget_s = push_retry_timeout_millis / 1000.0
         self._retry_after_cap_s = retry_max_delay_millis / 1000.0
         self._backoff: Backoff = backoff if backoff is not None else ExponentialBackoff(
             retry_delay_millis, retry_max_delay_millis
@@ -432,6 +465,10 @@ class Transport:
         """In a forked child: new locks and a new pool (the parent's sockets and any lock held
         by a parent thread that does not exist here must not be used)."""
         self._lock = threading.Lock()
+        closed = self._closed.is_set()
+        self._closed = threading.Event()  # its Condition's lock may have been held at the fork
+        if closed:
+            self._closed.set()
         self._rr = itertools.count()
         self._pool = self._new_pool()
         self._host_pools = {}
@@ -562,6 +599,7 @@ class Transport:
         timeout_millis: Optional[int] = None,
         retry: Optional[str] = None,
         affinity_key: Optional[str] = None,
+        accept: Optional[Callable[[bytes], Any]] = None,
     ) -> Response:
         """Send one call, with retries and failover, and return the 2xx reply.
 
@@ -577,6 +615,10 @@ class Transport:
                 :data:`RETRY_IF_UNSENT` (see the module docstring); overrides ``idempotent``.
             affinity_key: with ``"affinity"`` load balancing, the key hashed to pick the
                 broker (``queue/partition[/group]``); ``None`` means round-robin.
+            accept: checks a 2xx body and returns what becomes ``Response.value`` (e.g. the
+                decoded results); a :class:`ProtocolError` or :class:`QueenConnectionError`
+                it raises makes that reply a lost one (retried as such under
+                :data:`RETRY_PUSH` / :data:`RETRY_ALWAYS`, else raised).
 
         Returns:
             the :class:`Response` (any 2xx status).
@@ -604,6 +646,8 @@ class Transport:
 
         n = len(self._urls)
         max_attempts = max(self._attempts, n)
+        # push: new attempts are started until the time budget is spent (module docstring)
+        budget_end = time.monotonic() + self._push_budget_s if policy == RETRY_PUSH else None
         order = self._candidates(affinity_key) if n > 1 else [0]
         pos = 0
         rounds = 0
@@ -613,11 +657,12 @@ class Transport:
             base = self._urls[idx]
             attempt += 1
             try:
-                resp = self._attempt(base, method, path, target, body, headers, timeout)
+                resp = self._attempt(base, method, path, target, body, headers, timeout, accept)
             except _Attempt as failed:
                 if failed.failover and n > 1:
                     self._mark_unhealthy(idx, failed.error)
-                if not _may_retry(policy, failed) or attempt >= max_attempts or self._closed.is_set():
+                spent = attempt >= max_attempts and (budget_end is None or time.monotonic() >= budget_end)
+                if not _may_retry(policy, failed) or spent or self._closed.is_set():
                     self._count("errors")
                     if self._closed.is_set() and not failed.sent:
                         raise ClientClosedError("the Queen client is closed") from None
@@ -634,18 +679,21 @@ class Transport:
                         pos = 0
                 if failed.retry_after is not None:
                     delay = max(delay, min(failed.retry_after, self._retry_after_cap_s))
+                if budget_end is not None and attempt >= max_attempts:
+                    # past the attempt count, only the budget is left: the last attempt starts at its end
+                    delay = min(delay, max(0.0, budget_end - time.monotonic()))
                 self._count("retries")
                 nxt = self._urls[order[pos]]
                 # DEBUG, not WARNING: an outage would log every attempt; callers that retry
                 # forever (the consumer) log once per outage themselves.
                 log.debug(
-                    "%s %s to %s failed (%s); attempt %d of %d, retrying%s in %.0f ms",
+                    "%s %s to %s failed (%s); attempt %d (of %s), retrying%s in %.0f ms",
                     method,
                     path,
                     base,
                     failed.error,
                     attempt,
-                    max_attempts,
+                    max_attempts if budget_end is None else "%.0f ms budget" % (self._push_budget_s * 1000.0),
                     (" on " + nxt) if nxt != base else "",
                     delay * 1000.0,
                 )
@@ -665,6 +713,7 @@ class Transport:
         body: Optional[bytes],
         headers: Mapping[str, str],
         timeout: urllib3.Timeout,
+        accept: Optional[Callable[[bytes], Any]] = None,
     ) -> Response:
         pool, prefix = self._host_pool(base)
         log.debug("%s %s%s", method, base, path)
@@ -774,7 +823,15 @@ class Transport:
             resp.release_conn()
 
         if 200 <= status < 300:
-            return Response(status, data, base)
+            if accept is None:
+                return Response(status, data, base)
+            try:
+                value = accept(data)
+            except (ProtocolError, QueenConnectionError) as exc:  # an empty / garbled reply: lost
+                if isinstance(exc, QueenConnectionError):
+                    exc.url = base
+                raise _Attempt(exc, sent=True, failover=False) from None
+            return Response(status, data, base, value)
         err = _http_error(method, path, base, status, data)
         retry_after: Optional[float] = None
         if status in _REFUSED_STATUSES:

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 from collections import Counter
 from typing import Any, Iterator
 
@@ -224,12 +225,23 @@ def test_buffer_options_validation(client: Queen) -> None:
 
 
 def test_uwsgi_without_threads_warns(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    for opt, warns in (({}, True), ({"enable-threads": True}, False), ({"threads": b"4"}, False)):
-        monkeypatch.setitem(sys.modules, "uwsgi", types.SimpleNamespace(opt=opt))
-        monkeypatch.setattr(producer_mod, "_uwsgi_checked", False)
+    from queen_sync import _fork
+
+    cases = (
+        (types.SimpleNamespace(opt={}, has_threads=1), False),  # uWSGI >= 2.0.27: on without --enable-threads
+        (types.SimpleNamespace(opt={}, has_threads=0), True),
+        (types.SimpleNamespace(opt={"enable-threads": True}), False),  # no has_threads: the options decide
+        (types.SimpleNamespace(opt={"threads": b"4"}), False),
+        (types.SimpleNamespace(opt={}), True),
+    )
+    for fake, warns in cases:
+        monkeypatch.setitem(sys.modules, "uwsgi", fake)
+        monkeypatch.setattr(_fork, "_warned", False)
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="queen_sync.producer"):
-            producer_mod._warn_uwsgi_without_threads()
-            producer_mod._warn_uwsgi_without_threads()  # once only
+        with caplog.at_level(logging.WARNING, logger="queen_sync"), warnings.catch_warnings(record=True) as ws:
+            warnings.simplefilter("always")
+            _fork.warn_uwsgi_threads_off("the sender")
+            _fork.warn_uwsgi_threads_off("the sender")  # once only
         msgs = [r for r in caplog.records if "enable-threads" in r.getMessage()]
-        assert len(msgs) == (1 if warns else 0), opt
+        assert len(msgs) == (1 if warns else 0), fake
+        assert len([w for w in ws if issubclass(w.category, RuntimeWarning)]) == (1 if warns else 0), fake

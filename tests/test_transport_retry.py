@@ -121,7 +121,8 @@ def test_retry_after_capped_by_retry_max_delay(embedded_broker: Any, kwargs: dic
 
 def test_retry_after_gives_up_with_error_attribute(embedded_broker: Any) -> None:
     embedded_broker.faults.add("POST", "/api/v1/push", "status", status=429, retry_after=0.01, times=None)
-    with Queen(embedded_broker.url, retry_attempts=2, backoff=NoBackoff()) as q:
+    # push_retry_timeout_millis=0: the attempt count alone, as for every other call
+    with Queen(embedded_broker.url, retry_attempts=2, backoff=NoBackoff(), push_retry_timeout_millis=0) as q:
         with pytest.raises(QueenHTTPError) as ei:
             q.queue("ra").push({"data": 1})
     assert ei.value.status == 429 and getattr(ei.value, "retry_after") == 0.01

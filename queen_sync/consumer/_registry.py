@@ -26,6 +26,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Callable, List, Optional
 
+from .. import _fork
 from ._log import log
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,8 +75,9 @@ def check_fork() -> None:
         )
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=check_fork)
+# every fork path, uWSGI's (which skips Python's at-fork hooks) included; and check_fork()
+# runs on every registry entry as well
+_fork.after_fork_in_child(check_fork)
 
 
 def register(consumer: "Consumer") -> None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Deque, Dict, List, Optional
 
+from .. import _fork
 from ..errors import ClientClosedError, InvalidInputError, QueenConnectionError, QueenHTTPError, StreamsCycleError
 from ..wire import streams as wire
 from . import _binding
@@ -137,14 +138,15 @@ def stop_runners_for(client: Any, timeout_millis: int) -> int:
 
 
 def _after_fork_in_child() -> None:
-    with _REGISTRY_LOCK:
-        runners = list(_REGISTRY)
-    for r in runners:
+    # the child has one thread: a parent thread may have held the lock at fork, so make it anew
+    global _REGISTRY_LOCK
+    _REGISTRY_LOCK = threading.Lock()
+    for r in list(_REGISTRY):
         r._forked()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+# every fork path, uWSGI's (which skips Python's at-fork hooks) included
+_fork.after_fork_in_child(_after_fork_in_child)
 
 
 class StreamRunner:

@@ -12,7 +12,7 @@ and the path (with a hint for the routes the official clients call that a 0.15 b
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Protocol
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol
 
 from .. import codec
 from ..errors import BrokerError, ProtocolError, RouteNotFoundError
@@ -45,6 +45,7 @@ class Requester(Protocol):
         timeout_millis: Optional[int] = None,
         retry: Optional[str] = None,
         affinity_key: Optional[str] = None,
+        accept: Optional[Callable[[bytes], Any]] = None,
     ) -> Response: ...
 
 

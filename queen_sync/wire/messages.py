@@ -2,8 +2,9 @@
 
 Each function sends one call with a body the codec built (the caller hands the encoded
 bytes, so a resend reuses the same ``transactionId`` s) and returns the decoded, checked
-reply. Retry policies (see :mod:`queen_sync.transport`): push and lease extend are resent
-freely (ids are client-minted; extend is idempotent); pop is resent only after a refusal,
+reply. Retry policies (see :mod:`queen_sync.transport`): push is resent within its time
+budget, also after an empty or garbled reply (ids are client-minted), lease extend freely
+(idempotent); pop is resent only after a refusal,
 never after a lost reply (it would hold a lease); ack and transaction never once sent.
 """
 
@@ -13,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import codec
-from ..errors import ProtocolError
-from ..transport import RETRY_IF_ANSWERED
+from ..errors import ProtocolError, QueenConnectionError
+from ..transport import RETRY_ALWAYS, RETRY_IF_ANSWERED, RETRY_PUSH
 from ._base import Requester
 
 __all__ = ["PopSpec", "pop", "push", "ack", "ack_batch", "extend_lease", "transaction"]
@@ -90,30 +91,47 @@ def pop(requester: Requester, spec: PopSpec) -> List[Message]:
 
 
 def push(
-    requester: Requester, body: bytes, *, queue: str, partition: Optional[str], count: int
+    requester: Requester, body: bytes, *, queue: str, partition: Optional[str], count: int, budget: bool = True
 ) -> Tuple[List[Dict[str, Any]], int]:
     """Send one push body of ``count`` items (built by ``codec.encode_push`` /
     ``codec.join_push_fragments``) to ``queue`` / ``partition``.
+
+    The same body (same client-minted ``transactionId`` s) is resent within the push retry
+    budget (:data:`~queen_sync.transport.RETRY_PUSH`) after a lost reply, a refused
+    connection, a 5xx, and a 2xx reply that is empty (a broker killed while answering) or
+    does not hold one result per item: what was stored already is answered ``duplicate``.
+    ``budget=False`` (the buffered producer, which resends failed batches itself until it is
+    closed): plain :data:`~queen_sync.transport.RETRY_ALWAYS` with ``retry_attempts``, and a
+    bad reply raises at once.
 
     Returns:
         ``(results, http_status)``: exactly one result per item, in input order.
 
     Raises:
-        ProtocolError: the reply does not hold ``count`` results (the outcome is unknown;
-            resending the same body is safe).
+        QueenConnectionError: the budget ran out on lost replies (an empty 2xx body counts
+            as one) or unreachable brokers; the outcome is unknown.
+        ProtocolError: the budget ran out on replies that do not hold ``count`` results.
+        BrokerError: the broker refused the push (``{"error": ...}`` in a 200 body).
 
-    Wire: ``POST /api/v1/push`` ``{"items": [...]}`` (resent freely: ids are client-minted).
+    Wire: ``POST /api/v1/push`` ``{"items": [...]}``.
     """
-    resp = requester.request(
-        "POST", "/api/v1/push", body=body, idempotent=True, affinity_key="%s/%s" % (queue, partition or "Default")
-    )
-    results = codec.decode_push_result(resp.data)
-    if len(results) != count:
-        raise ProtocolError(
-            "push reply has %d results for %d items; the outcome is unknown" % (len(results), count),
-            resp.data,
-        )
-    return results, resp.status
+
+    def accept(data: bytes) -> List[Dict[str, Any]]:
+        if not data:
+            raise QueenConnectionError("push: the broker's reply was empty (connection lost?); the outcome is unknown", sent=True)
+        results = codec.decode_push_result(data)
+        if len(results) != count:
+            raise ProtocolError(
+                "push reply has %d results for %d items; the outcome is unknown" % (len(results), count), data
+            )
+        return results
+
+    key = "%s/%s" % (queue, partition or "Default")
+    if not budget:
+        resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_ALWAYS, affinity_key=key)
+        return accept(resp.data), resp.status
+    resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_PUSH, affinity_key=key, accept=accept)
+    return resp.value, resp.status
 
 
 def ack(requester: Requester, body: bytes, timeout_millis: Optional[int] = None) -> Tuple[Dict[str, Any], int]:
