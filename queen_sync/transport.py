@@ -87,7 +87,6 @@ import hashlib
 import itertools
 import logging
 import os
-import random
 import ssl
 import threading
 import time
@@ -109,7 +108,9 @@ from urllib3.exceptions import (
 )
 
 from . import _fork, codec
-from ._validate import headers_arg, int_arg, timeout_arg
+from ._tls import cert_rejected, tls_options
+from .backoff import Backoff, ConstantBackoff, ExponentialBackoff, NoBackoff
+from ._validate import headers_arg, int_arg
 from .errors import (
     AuthenticationError,
     ClientClosedError,
@@ -165,83 +166,6 @@ _USER_AGENT = "queen-sync/0.1.0"
 _MAX_ERROR_TEXT = 300
 _REFUSED_STATUSES = (429, 503)
 
-
-# --------------------------------------------------------------------------- backoff
-
-
-class Backoff:
-    """Retry delay policy (redis-py style). Subclass and override :meth:`compute`.
-
-    ``compute(failures)`` gets the number of failed rounds so far (0 for the first retry)
-    and returns the delay in **seconds**. Implementations must be thread-safe (one
-    instance is shared by every thread of a client).
-    """
-
-    def compute(self, failures: int) -> float:
-        """Return the delay in seconds before retry number ``failures + 1``."""
-        raise NotImplementedError
-
-    def reset(self) -> None:
-        """Forget any state (called by nobody in queen_sync; kept for redis-py parity)."""
-
-
-class NoBackoff(Backoff):
-    """Retry at once."""
-
-    def compute(self, failures: int) -> float:
-        return 0.0
-
-    def __repr__(self) -> str:
-        return "NoBackoff()"
-
-
-class ConstantBackoff(Backoff):
-    """Always wait ``delay_millis`` milliseconds."""
-
-    def __init__(self, delay_millis: float) -> None:
-        self._s = float(timeout_arg("delay_millis", delay_millis)) / 1000.0
-
-    def compute(self, failures: int) -> float:
-        return self._s
-
-    def __repr__(self) -> str:
-        return "ConstantBackoff(%g)" % (self._s * 1000.0)
-
-
-class ExponentialBackoff(Backoff):
-    """Capped exponential backoff: ``d = min(cap, base * 2**failures)``, then jitter.
-
-    Args:
-        base_millis: first delay in milliseconds.
-        cap_millis: largest delay in milliseconds.
-        jitter: ``"equal"`` (default: uniform in ``[d/2, d]``), ``"full"`` (uniform in
-            ``[0, d]``) or ``"none"``.
-    """
-
-    def __init__(self, base_millis: float = 500, cap_millis: float = 10000, jitter: str = "equal") -> None:
-        if jitter not in ("equal", "full", "none"):
-            raise InvalidInputError("jitter must be 'equal', 'full' or 'none', got %r" % (jitter,))
-        self._base = float(timeout_arg("base_millis", base_millis)) / 1000.0
-        self._cap = float(timeout_arg("cap_millis", cap_millis)) / 1000.0
-        self._jitter = jitter
-
-    def compute(self, failures: int) -> float:
-        d: float = min(self._cap, self._base * (2 ** min(max(0, failures), 30)))
-        if self._jitter == "equal":
-            return d / 2.0 + random.random() * d / 2.0
-        if self._jitter == "full":
-            return random.random() * d
-        return d
-
-    def __repr__(self) -> str:
-        return "ExponentialBackoff(base_millis=%g, cap_millis=%g, jitter=%r)" % (
-            self._base * 1000.0,
-            self._cap * 1000.0,
-            self._jitter,
-        )
-
-
-# --------------------------------------------------------------------------- fork hooks
 
 _LIVE: "weakref.WeakSet[Transport]" = weakref.WeakSet()
 
@@ -381,7 +305,7 @@ class Transport:
     ) -> None:
         if not urls:
             raise ValueError("at least one broker URL is needed")
-        self._tls = _tls_options(urls, ca_certs, cert_file, key_file, ssl_context)
+        self._tls = tls_options(urls, ca_certs, cert_file, key_file, ssl_context)
         int_arg("affinity_hash_ring", affinity_hash_ring, 1)
         int_arg("health_retry_after_millis", health_retry_after_millis, 0)
         int_arg("timeout_millis", timeout_millis, 1)
@@ -753,7 +677,7 @@ class Transport:
                 failover=True,
             ) from None
         except _U3SSLError as exc:
-            if _cert_rejected(exc):  # a configuration problem: retrying cannot help
+            if cert_rejected(exc):  # a configuration problem: retrying cannot help
                 raise QueenConnectionError(
                     "the TLS certificate of the Queen broker at %s was not accepted: %s (a private CA: "
                     "pass ca_certs= or ssl_context=)" % (base, _reason(exc)),
@@ -860,50 +784,6 @@ def _parse_retry_after(value: Optional[str]) -> Optional[float]:
     if s != s:  # NaN
         return None
     return max(0.0, s)
-
-
-def _tls_options(
-    urls: Sequence[str],
-    ca_certs: Optional[str],
-    cert_file: Optional[str],
-    key_file: Optional[str],
-    ssl_context: Optional[ssl.SSLContext],
-) -> Dict[str, Any]:
-    """Check the TLS options and return them as urllib3 ``PoolManager`` keywords."""
-    files = {"ca_certs": ca_certs, "cert_file": cert_file, "key_file": key_file}
-    given = {k: v for k, v in files.items() if v is not None}
-    if ssl_context is None and not given:
-        return {}
-    if not any(u.startswith("https://") for u in urls):
-        raise InvalidInputError("TLS options were given but no broker URL is https://")
-    if ssl_context is not None:
-        if not isinstance(ssl_context, ssl.SSLContext):
-            raise InvalidInputError("ssl_context must be an ssl.SSLContext, got %s" % type(ssl_context).__name__)
-        if given:
-            # urllib3 would load the files into the caller's context (changing it): refuse
-            raise InvalidInputError("give ssl_context or %s, not both" % "/".join(sorted(given)))
-        return {"ssl_context": ssl_context}
-    if key_file is not None and cert_file is None:
-        raise InvalidInputError("key_file needs cert_file")
-    for k, v in given.items():
-        if not isinstance(v, (str, os.PathLike)) or not os.path.isfile(v):
-            raise InvalidInputError("%s must be the path of a PEM file, got %r" % (k, v))
-    return {k: os.fspath(v) for k, v in given.items()}
-
-
-def _cert_rejected(exc: BaseException) -> bool:
-    """True when an SSL error is our side refusing the broker's certificate."""
-    seen: List[BaseException] = []
-    todo: List[Any] = [exc]
-    while todo:
-        e = todo.pop()
-        if not isinstance(e, BaseException) or any(e is s for s in seen):
-            continue
-        if isinstance(e, ssl.SSLCertVerificationError):
-            return True
-        seen.append(e)
-        todo.extend([e.__cause__, e.__context__, getattr(e, "reason", None), *e.args])
-    return False
 
 
 def _reason(exc: BaseException) -> str:

@@ -14,7 +14,7 @@ last. A session window needs a reducer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..errors import InvalidInputError
 from .hashing import config_hash
@@ -32,9 +32,6 @@ from .operators import (
 )
 from .runner import RunOptions, StreamRunner
 from .windows import CronWindow, SessionWindow, SlidingWindow, TumblingWindow
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .runner import StreamRunner
 
 __all__ = ["Stream", "Plan"]
 

@@ -1,0 +1,63 @@
+"""TLS options of the transport: checking them and reading certificate refusals.
+
+``tls_options`` turns the client's ``ca_certs`` / ``cert_file`` / ``key_file`` /
+``ssl_context`` into urllib3 ``PoolManager`` keywords, refusing a bad combination before
+anything is opened (:class:`~queen_sync.errors.InvalidInputError`). ``cert_rejected`` tells
+a broker certificate that our side refused (a configuration problem: not worth a retry)
+from other TLS failures. Without any option urllib3's defaults apply: certificates are
+verified against the system's trust store and host names are checked.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from typing import Any, Dict, List, Optional, Sequence
+
+from .errors import InvalidInputError
+
+__all__ = ["tls_options", "cert_rejected"]
+
+
+def tls_options(
+    urls: Sequence[str],
+    ca_certs: Optional[str],
+    cert_file: Optional[str],
+    key_file: Optional[str],
+    ssl_context: Optional[ssl.SSLContext],
+) -> Dict[str, Any]:
+    """Check the TLS options and return them as urllib3 ``PoolManager`` keywords."""
+    files = {"ca_certs": ca_certs, "cert_file": cert_file, "key_file": key_file}
+    given = {k: v for k, v in files.items() if v is not None}
+    if ssl_context is None and not given:
+        return {}
+    if not any(u.startswith("https://") for u in urls):
+        raise InvalidInputError("TLS options were given but no broker URL is https://")
+    if ssl_context is not None:
+        if not isinstance(ssl_context, ssl.SSLContext):
+            raise InvalidInputError("ssl_context must be an ssl.SSLContext, got %s" % type(ssl_context).__name__)
+        if given:
+            # urllib3 would load the files into the caller's context (changing it): refuse
+            raise InvalidInputError("give ssl_context or %s, not both" % "/".join(sorted(given)))
+        return {"ssl_context": ssl_context}
+    if key_file is not None and cert_file is None:
+        raise InvalidInputError("key_file needs cert_file")
+    for k, v in given.items():
+        if not isinstance(v, (str, os.PathLike)) or not os.path.isfile(v):
+            raise InvalidInputError("%s must be the path of a PEM file, got %r" % (k, v))
+    return {k: os.fspath(v) for k, v in given.items()}
+
+
+def cert_rejected(exc: BaseException) -> bool:
+    """True when an SSL error is our side refusing the broker's certificate."""
+    seen: List[BaseException] = []
+    todo: List[Any] = [exc]
+    while todo:
+        e = todo.pop()
+        if not isinstance(e, BaseException) or any(e is s for s in seen):
+            continue
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return True
+        seen.append(e)
+        todo.extend([e.__cause__, e.__context__, getattr(e, "reason", None), *e.args])
+    return False
