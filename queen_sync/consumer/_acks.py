@@ -302,10 +302,10 @@ class Acks:
                             ids(msgs),
                             exc,
                         )
-                        self._st.outage.failure(verb, exc)
+                        self._st.outage.failure(verb, exc, t0)
                         return [{"transactionId": m.get("transactionId"), "success": True, "uncertain": True} for m in msgs]
                     uncertain = True
-                self._st.outage.failure(verb, exc)
+                self._st.outage.failure(verb, exc, t0)
                 self._st.abort_evt.wait(backoff(attempt))
                 attempt += 1
 

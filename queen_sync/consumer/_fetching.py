@@ -133,7 +133,7 @@ class Fetchers:
             except Exception as exc:
                 is_transient = transient(exc)
                 if is_transient:
-                    self._st.outage.failure("pop", exc)
+                    self._st.outage.failure("pop", exc, t0)
                 with self._st.lock:
                     self._st.pops_in_flight -= 1
                     self._st.give_back_locked(n, n)

@@ -97,7 +97,7 @@ class Renewer:
                     with self._st.lock:
                         self._st.stats.renew_failures += 1
                     if transient(exc):
-                        self._st.outage.failure("lease renewal", exc)
+                        self._st.outage.failure("lease renewal", exc, t0)
                         # retry sooner than the interval, with backoff
                         lease.next_renew = time.monotonic() + min(self._interval_s, backoff(lease.renew_attempt))
                         lease.renew_attempt += 1

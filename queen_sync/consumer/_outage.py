@@ -41,6 +41,7 @@ class Outage:
         self._lock = threading.Lock()
         self.active = False
         self._since = 0.0
+        self._ended = 0.0  # when the last outage ended (time.monotonic())
         self._failures = 0
         self.last_error: Optional[BaseException] = None
 
@@ -49,12 +50,17 @@ class Outage:
         with self._lock:
             return time.monotonic() - self._since if self.active else 0.0
 
-    def failure(self, what: str, exc: BaseException) -> None:
-        """A ``what`` call (``"pop"``, ``"ack"``, ``"lease renewal"``...) failed with a
-        transient ``exc``."""
+    def failure(self, what: str, exc: BaseException, started: Optional[float] = None) -> None:
+        """A ``what`` call (``"pop"``, ``"ack"``, ``"lease renewal"``...) sent at ``started``
+        (time.monotonic(), when known) failed with a transient ``exc``. A call sent before
+        the last outage ended does not start a new one: its failure belongs to that outage
+        (it was in flight while the broker was away), so an outage is logged once."""
         with self._lock:
             self._failures += 1
             self.last_error = exc
+            if not self.active and started is not None and started < self._ended:
+                log.debug("%s for queue %r sent during the last outage failed: %s", what, self._queue, exc)
+                return
             if self.active:
                 log.debug("%s for queue %r failed again: %s", what, self._queue, exc)
                 return
@@ -77,7 +83,8 @@ class Outage:
             if not self.active or started < self._since:
                 return
             self.active = False
-            took = time.monotonic() - self._since
+            self._ended = time.monotonic()
+            took = self._ended - self._since
             n = self._failures
         log.info("the Queen broker answers again (queue %r): outage of %.1f s, %d failed calls", self._queue, took, n)
 
