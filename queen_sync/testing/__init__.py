@@ -35,6 +35,9 @@ each match uses up one of its ``times``; ``times=None`` = until cleared)::
     broker.faults.add("GET", "/api/v1/pop", "delay", delay_ms=200)
         # sleep 200 ms, then process normally
     broker.faults.clear()
+    broker.faults.history                     # every request a fault was applied to, in order:
+                                              # FaultHit(at, method, path, action, status,
+                                              #          delay_ms, body) (at = time.monotonic())
 
     broker.stop(); ...; broker.start()        # refuse connections for a while (same port)
 
@@ -55,7 +58,7 @@ zero/empty time series, and a non-UUID ``traceId`` is answered ``buffered`` and 
 real broker retries it forever).
 """
 
-from ._faults import Fault, FaultInjector
+from ._faults import Fault, FaultHit, FaultInjector
 from ._server import EmbeddedBroker
 
-__all__ = ["EmbeddedBroker", "Fault", "FaultInjector"]
+__all__ = ["EmbeddedBroker", "Fault", "FaultHit", "FaultInjector"]
