@@ -577,8 +577,9 @@ def _judge(cfg: ChaosConfig, broker: EmbeddedBroker, tap: _Tap, run: _Run, store
         for t, ds in seen.items():
             for k in range(1, len(ds)):
                 leases = {d[2] for d in ds[: k + 1]}
-                if any(faulted.get(lid) for lid in leases):
-                    counts["ack/renewal fault on its lease"] += 1
+                actions = sorted({a for lid in leases for a in faulted.get(lid, ())})
+                if actions:
+                    counts["%s on an ack/renewal of its lease" % "+".join(actions)] += 1
                 elif any(tap.expired_refusals.get(lid) for lid in leases):
                     counts["its lease expired before the ack"] += 1
                 else:
