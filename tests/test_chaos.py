@@ -24,11 +24,12 @@ class KnownOpenIssue(AssertionError):
     message); any other failure raises a plain AssertionError and fails the test."""
 
 
-# Only a failure that _chaos.py attributes to item 3 (a push that reached the caller as an
-# error, pushed again with the same items: new ids minted, stored twice) is expected; the
-# lead removes this mark once the item-3 fix (retries spanning a restart, err.items) is merged.
+# Only failures that _chaos.py attributes to item 3 are expected (a push error reaching the
+# caller during a short outage; pushed again with the same items, new ids are minted and it is
+# stored twice); the lead removes this mark once the item-3 fix (retries spanning a restart,
+# err.items) is merged.
 @pytest.mark.xfail(raises=KnownOpenIssue, strict=False,
-                   reason="issue 11 item 3: re-push after a push error stores duplicates")
+                   reason="issue 11 item 3: push errors reach the caller; a re-push stores duplicates")
 def test_chaos_every_message_stored_once_handled_at_least_once(embedded_broker: Any) -> None:
     cfg = ChaosConfig(seed=int(os.environ.get("QUEEN_CHAOS_SEED", "11")),
                       seconds=float(os.environ.get("QUEEN_CHAOS_SECONDS", "12")))
