@@ -123,3 +123,25 @@ def test_reset_and_introspection(embedded_broker) -> None:
     embedded_broker.reset()
     assert embedded_broker.messages("iq") == []
     assert http.request("GET", "/api/v1/resources/queues/iq")[1] == {"error": "Queue not found"}
+
+
+def test_history_records_each_applied_fault_with_its_body(embedded_broker) -> None:
+    http = RawHTTP(embedded_broker.url)
+    assert list(embedded_broker.faults.history) == []
+    embedded_broker.faults.add("POST", "/api/v1/push", "status", status=503, times=1)
+    embedded_broker.faults.add("POST", "/api/v1/push", "drop_after", times=1)
+    t0 = time.monotonic()
+    assert http.response("POST", "/api/v1/push", body={"items": [{"queue": "hq", "payload": 1}]}).status == 503
+    with pytest.raises(urllib3.exceptions.ProtocolError):
+        _push(http, "hq", 2)
+    assert _push(http, "hq", 3)[0] == 200  # no fault left: not recorded
+    embedded_broker.faults.clear()  # leaves the history
+    hits = list(embedded_broker.faults.history)
+    assert [(h.method, h.path, h.action, h.status) for h in hits] == [
+        ("POST", "/api/v1/push", "status", 503), ("POST", "/api/v1/push", "drop_after", 503)]
+    assert t0 <= hits[0].at <= hits[1].at <= time.monotonic()
+    import orjson
+
+    assert [orjson.loads(h.body)["items"][0]["payload"] for h in hits] == [1, 2]
+    embedded_broker.faults.history.clear()
+    assert len(embedded_broker.faults.history) == 0

@@ -37,6 +37,9 @@ each match uses up one of its ``times``; ``times=None`` = until cleared)::
     broker.faults.add("POST", "/api/v1/ack", "blackhole", times=1)
         # never answer nor process it, connection held open (a half-open connection)
     broker.faults.clear()
+    broker.faults.history                     # every request a fault was applied to, in order:
+                                              # FaultHit(at, method, path, action, status,
+                                              #          delay_ms, body) (at = time.monotonic())
 
     broker.stop(); ...; broker.start()        # refuse connections for a while (same port)
 
@@ -57,7 +60,7 @@ zero/empty time series, and a non-UUID ``traceId`` is answered ``buffered`` and 
 real broker retries it forever).
 """
 
-from ._faults import Fault, FaultInjector
+from ._faults import Fault, FaultHit, FaultInjector
 from ._server import EmbeddedBroker
 
-__all__ = ["EmbeddedBroker", "Fault", "FaultInjector"]
+__all__ = ["EmbeddedBroker", "Fault", "FaultHit", "FaultInjector"]

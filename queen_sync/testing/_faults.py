@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter
-from typing import List, Optional
+import time
+from collections import Counter, deque
+from typing import Deque, List, NamedTuple, Optional
 
-__all__ = ["Fault", "FaultInjector", "RequestLog", "ACTIONS"]
+__all__ = ["Fault", "FaultHit", "FaultInjector", "RequestLog", "ACTIONS", "HISTORY_SIZE"]
+
+#: How many applied faults :attr:`FaultInjector.history` keeps (the oldest are dropped).
+HISTORY_SIZE = 100_000
 
 ACTIONS = ("drop_before", "drop_after", "status", "delay", "blackhole")
 
@@ -34,16 +38,38 @@ class Fault(object):
             self.method or "*", self.path_prefix or "/", "*", self.action, self.remaining, self.hits)
 
 
+class FaultHit(NamedTuple):
+    """One request a fault was applied to (an entry of :attr:`FaultInjector.history`).
+
+    ``at`` is ``time.monotonic()`` (seconds) when the fault matched; ``body`` the raw request
+    body (``b""`` for none), so a test can tell which messages / leases an ack or push carried.
+    """
+
+    at: float
+    method: str
+    path: str
+    action: str
+    status: int
+    delay_ms: float
+    body: bytes
+
+
 class FaultInjector(object):
     """Registry of faults applied to incoming requests, first match wins.
 
     Each matching request consumes one use of the fault (``times``); a fault with ``times=None``
     applies to every matching request until :meth:`clear` or :meth:`remove`.
+
+    :attr:`history` records every request a fault was applied to, in order (a
+    :class:`FaultHit` each, the last :data:`HISTORY_SIZE` kept; :meth:`clear` leaves it,
+    ``history.clear()`` empties it): what the injection did, for tests that must explain an
+    outcome (e.g. a redelivery) by a fault on a given request.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._faults: List[Fault] = []
+        self.history: Deque[FaultHit] = deque(maxlen=HISTORY_SIZE)
 
     def add(self, method: Optional[str] = None, path_prefix: str = "", action: str = "status", *,
             times: Optional[int] = 1, status: int = 503, retry_after: Optional[float] = None,
@@ -98,14 +124,17 @@ class FaultInjector(object):
         with self._lock:
             return len(self._faults)
 
-    def match(self, method: str, path: str) -> Optional[Fault]:
-        """Return (and consume one use of) the first fault matching the request, if any."""
+    def match(self, method: str, path: str, body: bytes = b"") -> Optional[Fault]:
+        """Return (and consume one use of) the first fault matching the request, if any, and
+        record it in :attr:`history` (with ``body``, the raw request body)."""
         if not self._faults:
             return None
         with self._lock:
             for f in self._faults:
                 if (f.method is None or f.method == method) and path.startswith(f.path_prefix):
                     f.hits += 1
+                    self.history.append(FaultHit(time.monotonic(), method, path, f.action, f.status,
+                                                 f.delay_ms, bytes(body or b"")))
                     if f.remaining is not None:
                         f.remaining -= 1
                         if f.remaining <= 0:

@@ -316,7 +316,7 @@ class _Handler(BaseHTTPRequestHandler):
         method = self.command
         broker.requests.record(method, path)
         body = self._read_body()
-        fault = broker.faults.match(method, path)
+        fault = broker.faults.match(method, path, body)
         if fault is not None:
             logger.debug("fault %s on %s %s", fault.action, method, path)
             if fault.action == "drop_before":
