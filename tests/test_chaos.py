@@ -19,27 +19,12 @@ import pytest
 from _chaos import ChaosConfig, run_chaos
 
 
-class KnownOpenIssue(AssertionError):
-    """Every failed check of the run is explained by an open item of issue 11 (named in the
-    message); any other failure raises a plain AssertionError and fails the test."""
-
-
-# Only failures that _chaos.py attributes to item 3 are expected (a push error reaching the
-# caller during a short outage; pushed again with the same items, new ids are minted and it is
-# stored twice); the lead removes this mark once the item-3 fix (retries spanning a restart,
-# err.items) is merged.
-@pytest.mark.xfail(raises=KnownOpenIssue, strict=False,
-                   reason="issue 11 item 3: push errors reach the caller; a re-push stores duplicates")
 def test_chaos_every_message_stored_once_handled_at_least_once(embedded_broker: Any) -> None:
     cfg = ChaosConfig(seed=int(os.environ.get("QUEEN_CHAOS_SEED", "11")),
                       seconds=float(os.environ.get("QUEEN_CHAOS_SECONDS", "12")))
     report = run_chaos(cfg, embedded_broker)
     print(report.text())
-    if report.failures:
-        text = report.text(schedule=True)
-        if report.only_known:
-            raise KnownOpenIssue(text)
-        raise AssertionError(text)
+    assert not report.failures, report.text(schedule=True)
     # the run really was chaotic: the schedule restarted the broker and faults hit requests
     assert report.figures["restarts"].split()[0] != "0"
     assert not report.figures["faults applied"].startswith("0 ")
