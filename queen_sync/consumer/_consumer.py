@@ -23,6 +23,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Set
 
+from .. import _fork
 from .._validate import millis_or_deprecated_seconds
 from ..errors import InvalidInputError
 from ._acks import Acks
@@ -373,6 +374,12 @@ class Consumer:
     def _start_threads(self) -> None:
         if self._started:
             raise InvalidInputError("this consumer was already started")
+        if _fork.uwsgi_prefork():
+            raise InvalidInputError(
+                "%s in the uWSGI master before it forks its workers: a thread running at that fork hangs "
+                "the workers (uWSGI forks without Python's fork hooks). Start it in the worker (a "
+                "uwsgidecorators.postfork function) or run uWSGI with --lazy-apps" % "consume()"
+            )
         self._pid = os.getpid()
         self._started = True
         self._st.last_activity = time.monotonic()

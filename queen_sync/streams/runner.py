@@ -194,6 +194,12 @@ class StreamRunner:
         """
         if self._started:
             return self
+        if _fork.uwsgi_prefork():
+            raise InvalidInputError(
+                "%s in the uWSGI master before it forks its workers: a thread running at that fork hangs "
+                "the workers (uWSGI forks without Python's fork hooks). Start it in the worker (a "
+                "uwsgidecorators.postfork function) or run uWSGI with --lazy-apps" % "Stream.run()"
+            )
         plan = self._plan
         reg = wire.register_query(
             self._requester, name=self._query, source_queue=plan.source_queue, config_hash=plan.config_hash,
