@@ -131,7 +131,7 @@ def test_consumer_inherited_through_a_fork_logs_one_warning_in_the_child(embedde
         assert _fork_warnings(records) == []  # nothing in the parent
     finally:
         logger.removeHandler(records)
-        consumer.stop(5)
+        consumer.stop(drain_timeout_millis=5000)
         q.close()
 
 
@@ -191,5 +191,5 @@ def test_fork_without_python_hooks_does_not_inherit_a_held_registry_lock(embedde
         assert code == 0, "child exit code %d (-9: it hung on an inherited lock)" % code
     finally:
         logger.removeHandler(records)
-        consumer.stop(5)
+        consumer.stop(drain_timeout_millis=5000)
         q.close()

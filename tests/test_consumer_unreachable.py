@@ -87,7 +87,7 @@ def test_busy_consumer_with_acks_pending_stops_unreachable(embedded_broker: Any)
                 )
             took = time.monotonic() - t0
         finally:
-            consumer.stop(0)
+            consumer.stop(drain_timeout_millis=0)
         assert took < 1.0 + 8.0, took
         res = consumer.result
         assert res.reason == "unreachable" and handled == [0]

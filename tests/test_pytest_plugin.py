@@ -27,7 +27,7 @@ def test_a_consumer_left_running_fails_the_test(pytester: pytest.Pytester) -> No
 
         def test_stops(queen, queen_queue):
             c = queen.queue(queen_queue).group("g").consume(lambda m: None, background=True)
-            c.stop(5)
+            c.stop(drain_timeout_millis=5000)
 
         def test_bounded(queen, queen_queue):
             queen.queue(queen_queue).push({"data": 1})
