@@ -40,14 +40,29 @@ __all__ = [
 _NAME_RE = re.compile(r"^[A-Za-z0-9._~-]+$")
 
 
-def int_arg(name: str, value: Any, minimum: int) -> int:
-    """Check that ``value`` is an int (not a bool) ``>= minimum`` and return it.
+#: Largest duration argument, in milliseconds (one year). Every ``*_millis`` argument checked
+#: here is refused above it: a bigger one overflows the timeouts of threads and sockets
+#: (``OverflowError`` deep inside a send or a sender thread) instead of meaning "forever".
+MAX_DURATION_MILLIS = 365 * 24 * 3600 * 1000
+
+
+def int_arg(name: str, value: Any, minimum: int, maximum: Optional[int] = None) -> int:
+    """Check that ``value`` is an int (not a bool) ``>= minimum`` (and ``<= maximum``; for a
+    ``name`` ending in ``_millis``, at most :data:`MAX_DURATION_MILLIS`) and return it.
 
     Raises:
-        InvalidInputError: ``"<name> must be an int >= <minimum>, got <value!r>"``.
+        InvalidInputError: ``"<name> must be an int >= <minimum>[ and <= <maximum>], got <value!r>"``.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError("%s must be an int >= %d, got %r" % (name, minimum, value))
+    if maximum is None and name.endswith("_millis"):
+        maximum = MAX_DURATION_MILLIS
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < minimum
+        or (maximum is not None and value > maximum)
+    ):
+        bound = "" if maximum is None else " and <= %d" % maximum
+        raise InvalidInputError("%s must be an int >= %d%s, got %r" % (name, minimum, bound, value))
     return value
 
 
@@ -60,8 +75,10 @@ def timeout_arg(name: str, value: Any) -> Any:
     """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-        raise InvalidInputError("%s must be None or a number of milliseconds >= 0, got %r" % (name, value))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_DURATION_MILLIS:
+        raise InvalidInputError(
+            "%s must be None or a number of milliseconds >= 0 and <= %d, got %r" % (name, MAX_DURATION_MILLIS, value)
+        )
     return value
 
 

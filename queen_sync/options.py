@@ -115,12 +115,15 @@ def check_options(options: Any) -> Dict[str, Any]:
         if camel is None:
             raise InvalidInputError("unknown queue option %r; known: %s" % (key, ", ".join(sorted(QUEUE_OPTIONS))))
         kind = QUEUE_OPTIONS[camel]
+        if camel in out:
+            raise InvalidInputError("queue option %s given twice (as %r and another spelling)" % (camel, key))
+        # the broker keeps options in PostgreSQL integer columns (32 bits)
         if kind == "bool":
             bool_arg(str(key), value)
         elif kind == "int":
-            int_arg(str(key), value, -(2**31))
+            int_arg(str(key), value, -(2**31), 2**31 - 1)
         else:
-            int_arg(str(key), value, 0)
+            int_arg(str(key), value, 0, 2**31 - 1)
         out[camel] = value
     return out
 

@@ -17,6 +17,7 @@ at-fork hooks, such as uWSGI's).
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 import time
@@ -97,6 +98,12 @@ class Consumer:
     ) -> None:
         if not callable(handler):
             raise InvalidInputError("consume() needs a callable handler, got %r" % (handler,))
+        if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(getattr(handler, "__call__", None)):
+            # it would return a coroutine that never runs, and the message would be acked
+            raise InvalidInputError(
+                "consume() handlers are called synchronously; %r is an async function (its body would never "
+                "run). Use a plain function, or asyncio.run(...) inside one" % (handler,)
+            )
         drain_ms = millis_or_deprecated_seconds(
             "drain_timeout_millis", drain_timeout_millis, "drain_timeout", drain_timeout, DEFAULT_DRAIN_TIMEOUT_MILLIS
         )

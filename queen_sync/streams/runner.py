@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Deque, Dict, List, Optional
 
 from .. import _fork
+from .._validate import int_arg
 from ..errors import ClientClosedError, InvalidInputError, QueenConnectionError, QueenHTTPError, StreamsCycleError
 from ..wire import streams as wire
 from . import _binding
@@ -60,12 +61,6 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _pos_int(name: str, v: Any, lo: int) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-        raise InvalidInputError("%s must be an int >= %d, got %r" % (name, lo, v))
-    return v
-
-
 @dataclass(frozen=True)
 class RunOptions:
     """The options of :meth:`Stream.run`, checked."""
@@ -81,9 +76,9 @@ class RunOptions:
 
     @classmethod
     def make(cls, **kw: Any) -> "RunOptions":
-        _pos_int("batch_size", kw["batch_size"], 1)
-        _pos_int("max_partitions", kw["max_partitions"], 1)
-        _pos_int("max_wait_millis", kw["max_wait_millis"], 0)
+        int_arg("batch_size", kw["batch_size"], 1)
+        int_arg("max_partitions", kw["max_partitions"], 1)
+        int_arg("max_wait_millis", kw["max_wait_millis"], 0)
         if kw["on_error"] is not None and not callable(kw["on_error"]):
             raise InvalidInputError("on_error must be callable")
         if not isinstance(kw["reset"], bool):
@@ -257,7 +252,7 @@ class StreamRunner:
         True when every thread ended in time (False at once when called from a user
         function running in one of this runner's cycles: the stop is requested, and that
         cycle ends after the function returns). Idempotent."""
-        _pos_int("timeout_millis", timeout_millis, 0)
+        int_arg("timeout_millis", timeout_millis, 0)
         self._request_stop("stopped")
         if self._pid != os.getpid() or not self._started:
             self._stopped_event.set()
