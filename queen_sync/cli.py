@@ -2,8 +2,10 @@
 queues, consumer groups and dead letters from a shell or a CI step, on the public API only.
 
 Output is one JSON value per line on stdout (pipe it to ``jq``), or readable tables with
-``--pretty``. Errors go to stderr, one line, with exit status 1 (2 for bad usage, 130 when
-interrupted); ``--debug`` adds the traceback and the library's debug log. The broker is
+``--pretty`` (not for ``pop`` / ``consume``, which print messages as JSON lines only). Errors go
+to stderr, one line, with exit status 1 (2 for bad usage, 130 when interrupted, 141 when stdout
+is closed early, e.g. piped into ``head``: then nothing unprinted is acked or nacked, it is
+released for redelivery); ``--debug`` adds the traceback and the library's debug log. The broker is
 ``--url`` or ``QUEEN_URL``; a bearer token is read from ``QUEEN_BEARER_TOKEN`` only (never
 from the command line, where other users could see it). Run ``queen-sync COMMAND --help``.
 """
@@ -18,14 +20,20 @@ import os
 import subprocess
 import sys
 import threading
-from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
-from . import InvalidInputError, Queen, QueenError
+from . import BrokerError, InvalidInputError, Queen, QueenError
 from .testing.__main__ import main as broker_main
 
 __all__ = ["main", "build_parser", "command_parser"]
 
+log = logging.getLogger("queen_sync.cli")
+
 PROG = "queen-sync"
+#: Exit status when stdout is closed before the output is written (128 + SIGPIPE, as a shell says).
+EXIT_BROKEN_PIPE = 141
+#: Commands that print messages as JSON lines only (``--pretty`` is refused there).
+_JSON_ONLY = ("pop", "consume")
 #: Items per push request when reading stdin (``--batch-size``).
 DEFAULT_PUSH_BATCH = 100
 _CELL_WIDTH = 48
@@ -35,6 +43,11 @@ _PARTITION_COLUMNS = ("name", "messages.pending", "messages.processing", "messag
 
 class CliError(Exception):
     """A failure the command reports on one stderr line (exit status 1)."""
+
+
+class StdoutClosed(Exception):
+    """stdout was closed (BrokenPipeError) while a command wrote to it; the text says what
+    became of the messages (exit status :data:`EXIT_BROKEN_PIPE`)."""
 
 
 # ---------------------------------------------------------------------------- parser
@@ -53,13 +66,14 @@ def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
     g.add_argument("--ca-certs", default=d(None), metavar="PEM", help="CA bundle for an https broker")
     g.add_argument("--cert-file", default=d(None), metavar="PEM", help="client certificate (mutual TLS)")
     g.add_argument("--key-file", default=d(None), metavar="PEM", help="client key, if not in --cert-file")
-    g.add_argument("--pretty", action="store_true", default=d(False), help="readable tables instead of JSON lines")
+    g.add_argument("--pretty", action="store_true", default=d(False),
+                   help="readable tables instead of JSON lines (not for pop / consume)")
     g.add_argument("--debug", action="store_true", default=d(False), help="tracebacks and debug logging")
 
 
 _COMMAND_HELP = {
     "push": "push messages: one JSON payload as argument, or JSON lines from stdin ('-' or nothing)",
-    "pop": "pop messages once (they stay leased unless --ack)",
+    "pop": "pop messages once and print them as JSON lines (they stay leased unless --ack)",
     "consume": "consume messages one at a time until --limit / --idle-millis / Ctrl-C",
     "queues": "list the queues",
     "queue": "one queue: its options, partitions and depth",
@@ -68,6 +82,17 @@ _COMMAND_HELP = {
     "dlq": "dead-letter rows of a queue, newest first",
     "health": "the broker's health (exit status 1 when unhealthy)",
     "broker": "run the embedded broker (options: queen-sync broker --help)",
+}
+
+
+_COMMAND_EPILOG = {
+    "pop": "Messages are printed as JSON lines (--pretty is refused). With --ack only the messages "
+    "written to stdout are acked; if stdout is closed early (e.g. '| head -1') the rest are released "
+    "for redelivery and the exit status is %d." % EXIT_BROKEN_PIPE,
+    "consume": "Messages are printed as JSON lines (--pretty is refused). Exit status 1 when any "
+    "message was nacked (an --exec command failed) or an ack failed, %d when stdout is closed early (e.g. "
+    "'| head -1'): the consumer stops, the message it could not print and every one not yet "
+    "printed are released for redelivery (neither acked nor nacked)." % EXIT_BROKEN_PIPE,
 }
 
 
@@ -91,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def command_parser(name: str) -> argparse.ArgumentParser:
     """The parser of one command (``push``, ``pop``...; not ``broker``)."""
-    p = argparse.ArgumentParser(prog="%s %s" % (PROG, name), description=_COMMAND_HELP[name])
+    p = argparse.ArgumentParser(prog="%s %s" % (PROG, name), description=_COMMAND_HELP[name],
+                                epilog=_COMMAND_EPILOG.get(name))
     _common(p, True)
     if name == "push":
         p.add_argument("queue")
@@ -299,36 +325,73 @@ def cmd_pop(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     if ns.wait_millis is not None:
         b = b.wait(True).timeout_millis(ns.wait_millis)
     msgs = b.pop()
-    for m in msgs:
-        out.line(m)
+    written = 0
+    try:
+        for m in msgs:
+            out.line(m)  # flushed: a closed stdout fails here, not later
+            written += 1
+    except BrokenPipeError:
+        rest = msgs[written:]
+        if ns.ack and written:
+            q.ack(msgs[:written], True)
+        q.ack(rest, "retry")  # never shown: redeliver them without counting a retry
+        raise StdoutClosed("%d of %d message(s) written%s, %d released" % (
+            written, len(msgs), " and acked" if ns.ack else "", len(rest))) from None
     if ns.ack and msgs:
         q.ack(msgs, True)
     return 0
 
 
 def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
-    b = _queue(q, ns).group(ns.group).each()
+    # auto_ack off: the handler acks or nacks itself, so a closed stdout can release the
+    # message instead (an exception would be a nack, retried into the dead-letter queue)
+    b = _queue(q, ns).group(ns.group).each().auto_ack(False)
     if ns.limit is not None:
         b = b.limit(ns.limit)
     if ns.idle_millis is not None:
         b = b.idle_millis(ns.idle_millis)
     command = ns.exec_cmd
+    stop = threading.Event()
+    counts = {"acked": 0, "nacked": 0, "released": 0, "ack failures": 0}
+
+    def settle(msg: Any, status: Union[bool, str], count: str, error: Optional[str] = None) -> None:
+        try:
+            msg.ack(status, error=error)
+            counts[count] += 1
+        except QueenError as exc:  # not fatal: the broker redelivers the message once its lease expires
+            log.warning("%s of message %s failed: %s", count, msg.get("transactionId"), exc)
+            counts["ack failures"] += 1
 
     def handler(msg: Any) -> None:
+        if stop.is_set():  # stdout is closed: what the stop drains is released, not shown
+            settle(msg, "retry", "released")
+            return
         if command is None:
-            out.line(msg)
+            try:
+                out.line(msg)
+            except BrokenPipeError:
+                stop.set()
+                settle(msg, "retry", "released")
+                return
+            settle(msg, True, "acked")
             return
         body = (json.dumps(msg, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         sys.stdout.flush()
         rc = subprocess.run(command, shell=True, input=body).returncode
-        if rc != 0:  # the consumer nacks with this text
-            raise RuntimeError("command exited with status %d" % rc)
+        if rc != 0:
+            settle(msg, False, "nacked", "command exited with status %d" % rc)
+        else:
+            settle(msg, True, "acked")
 
-    result = b.consume(handler, handle_signals=True)
-    sys.stderr.write(
-        "consumed %d message(s): %d acked, %d nacked (%s)\n" % (result.handled, result.acked, result.nacked, result.reason)
-    )
-    return 0
+    result = b.consume(handler, handle_signals=True, stop_event=stop)
+    summary = "consumed %d message(s): %d acked, %d nacked, %d released%s (%s)" % (
+        result.handled, counts["acked"], counts["nacked"], counts["released"],
+        ", %d ack failure(s)" % counts["ack failures"] if counts["ack failures"] else "",
+        "stdout closed" if stop.is_set() else result.reason)
+    if stop.is_set():
+        raise StdoutClosed(summary)
+    sys.stderr.write(summary + "\n")
+    return 1 if counts["nacked"] or counts["ack failures"] else 0
 
 
 def cmd_queues(q: Queen, ns: argparse.Namespace, out: Output) -> int:
@@ -337,7 +400,12 @@ def cmd_queues(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_queue(q: Queen, ns: argparse.Namespace, out: Output) -> int:
-    detail = dict(q.admin.get_queue_detail(ns.queue))
+    try:
+        detail = dict(q.admin.get_queue_detail(ns.queue))
+    except BrokerError as exc:
+        if "not found" not in str(exc).lower():
+            raise
+        raise CliError("queue %r not found" % ns.queue) from None
     listed = [e for e in q.admin.list_queues().get("queues") or [] if e.get("name") == ns.queue]
     # depth: the message counts `queues` shows ({total, pending, processing})
     detail["depth"] = listed[0].get("messages") if listed else None
@@ -418,12 +486,26 @@ def _setup_logging(debug: bool) -> None:
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
 
 
+def _stdout_to_devnull() -> None:
+    """Point stdout's file descriptor at devnull, so the interpreter's flush at exit does not
+    raise BrokenPipeError a second time (the advice of Python's signal docs on SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``queen-sync`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     ns = build_parser().parse_args(argv)
     if ns.command == "broker":  # the embedded broker's own parser (queen_sync.testing) reads the rest
-        return broker_main(ns.arguments)
-    ns = command_parser(ns.command).parse_intermixed_args(ns.arguments, namespace=ns)
+        return broker_main(ns.arguments, prog="%s broker" % PROG)
+    parser = command_parser(ns.command)
+    ns = parser.parse_intermixed_args(ns.arguments, namespace=ns)
+    if ns.pretty and ns.command in _JSON_ONLY:
+        parser.error("--pretty does not apply to %s: it prints messages as JSON lines" % ns.command)
     _setup_logging(ns.debug)
     out = Output(sys.stdout, ns.pretty)
     try:
@@ -435,12 +517,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("%s: interrupted\n" % PROG)
         return 130
-    except BrokenPipeError:  # e.g. piped into `head`: stop quietly
+    except (BrokenPipeError, StdoutClosed) as exc:  # e.g. piped into `head`
+        _stdout_to_devnull()
+        detail = ": %s" % exc if isinstance(exc, StdoutClosed) else ""
         try:
-            sys.stdout = open(os.devnull, "w")
+            sys.stderr.write("%s: stdout closed (broken pipe)%s\n" % (PROG, detail))
         except OSError:
             pass
-        return 0
+        return EXIT_BROKEN_PIPE
     except (QueenError, CliError) as exc:
         if ns.debug:
             raise

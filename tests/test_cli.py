@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -148,7 +149,7 @@ def test_consume_exec_acks_on_zero_and_nacks_otherwise(cli_env: Dict[str, str], 
               "open(%r, 'a').write(json.dumps(m['data']) + '\\n'); sys.exit(0 if m['data']['ok'] else 3)" % str(seen))
     command = "%s -c %s" % (shlex.quote(sys.executable), shlex.quote(script))
     r = cli(cli_env, "consume", qname, "--group", "workers", "--limit", "2", "--exec", command)
-    assert r.code == 0, r.err
+    assert r.code == 1, r.err  # a message was nacked: exit status 1
     assert r.out == ""  # the messages went to the command, not to stdout
     assert "2 message(s): 1 acked, 1 nacked" in r.err
     assert [json.loads(x)["n"] for x in seen.read_text().splitlines()] == [1, 2]
@@ -261,3 +262,73 @@ def test_console_script_and_help(cli_env: Dict[str, str]) -> None:
     assert r.code == 0 and r.out.startswith("status") and "healthy" in r.out
 
 
+
+
+def piped_into_head(env: Dict[str, str], *args: str, timeout: float = 15) -> Run:
+    """``queen-sync ARGS | head -1`` in a shell with pipefail (the exit status is the CLI's);
+    the whole process group is killed when it outlives ``timeout`` seconds."""
+    line = "set -o pipefail; %s -m queen_sync %s | head -1" % (
+        shlex.quote(sys.executable), " ".join(shlex.quote(a) for a in args))
+    proc = subprocess.Popen(["bash", "-c", line], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("queen-sync %s | head -1 did not exit within %s s" % (" ".join(args), timeout))
+    return Run(subprocess.CompletedProcess(line, proc.returncode, out, err))
+
+
+def test_consume_into_a_closed_pipe_releases_and_exits_141(cli_env: Dict[str, str], qname: str,
+                                                           client: Queen) -> None:
+    client.queue(qname).config({"retryDelay": 0, "retryLimit": 1}).create()
+    client.queue(qname).partition("p").push([{"data": {"n": i}} for i in range(50)])
+    r = piped_into_head(cli_env, "consume", qname, "--group", "g")
+    assert r.code == 141, r.err
+    assert [m["data"]["n"] for m in r.lines] == [0]
+    (err,) = r.err.strip().splitlines()  # one line: no traceback, no second error at exit
+    assert err.startswith("queen-sync: stdout closed (broken pipe)")
+    counts = re.search(r"(\d+) acked, 0 nacked, (\d+) released", err)
+    assert counts, err
+    acked, released = int(counts.group(1)), int(counts.group(2))
+    assert acked >= 1 and released >= 1
+    # nothing nacked or dead-lettered: every message not acked is there again, in order
+    left = client.queue(qname).group("g").batch(100).pop()
+    assert [m["data"]["n"] for m in left] == list(range(acked, 50))
+    assert client.queue(qname).dlq("g").get() == []
+
+
+def test_pop_ack_into_a_closed_pipe_acks_only_what_was_written(cli_env: Dict[str, str], qname: str,
+                                                               client: Queen) -> None:
+    client.queue(qname).config({"retryLimit": 1}).create()
+    client.queue(qname).partition("p").push([{"data": {"n": i}} for i in range(2000)])
+    r = piped_into_head(cli_env, "pop", qname, "--group", "g", "--batch", "2000", "--ack")
+    assert r.code == 141, r.err
+    assert [m["data"]["n"] for m in r.lines] == [0]
+    (err,) = r.err.strip().splitlines()
+    counts = re.search(r"(\d+) of 2000 message\(s\) written and acked, (\d+) released", err)
+    assert counts, err
+    written, released = int(counts.group(1)), int(counts.group(2))
+    assert written + released == 2000 and released >= 1
+    left = client.queue(qname).group("g").batch(2000).pop()
+    assert [m["data"]["n"] for m in left] == list(range(written, 2000))
+    assert client.queue(qname).dlq("g").get() == []
+
+
+def test_pretty_is_refused_by_pop_and_consume(cli_env: Dict[str, str], qname: str) -> None:
+    for args in (("pop", qname, "--pretty"), ("--pretty", "consume", qname, "--group", "g")):
+        r = cli(cli_env, *args)
+        assert r.code == 2 and "--pretty does not apply to" in r.err and r.out == ""
+    r = cli(cli_env, "consume", "--help")
+    assert r.code == 0 and "Exit status 1 when any message was nacked" in " ".join(r.out.split())
+
+
+def test_broker_help_names_the_command(cli_env: Dict[str, str]) -> None:
+    r = cli(cli_env, "broker", "--help")
+    assert r.code == 0 and r.out.startswith("usage: queen-sync broker ")
+
+
+def test_unknown_queue_error_names_the_queue(cli_env: Dict[str, str], qname: str) -> None:
+    r = cli(cli_env, "queue", "nope-%s" % qname)
+    assert r.code == 1 and r.err == "queen-sync: error: queue 'nope-%s' not found\n" % qname

@@ -11,8 +11,9 @@ import threading
 from . import EmbeddedBroker
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m queen_sync.testing",
+def main(argv=None, prog: str = "python -m queen_sync.testing") -> int:
+    """Run the broker until SIGTERM / Ctrl-C; ``prog``: the name usage lines show."""
+    ap = argparse.ArgumentParser(prog=prog,
                                  description="In-memory Queen 0.15 compatible broker (for tests and development).")
     ap.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=6632, help="TCP port (default 6632; 0 = any free port)")
