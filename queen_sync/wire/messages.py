@@ -107,12 +107,7 @@ def push(
     resp = requester.request(
         "POST", "/api/v1/push", body=body, idempotent=True, affinity_key="%s/%s" % (queue, partition or "Default")
     )
-    results = codec.decode_push_result(resp.data)
-    if len(results) != count:
-        raise ProtocolError(
-            "push reply has %d results for %d items; the outcome is unknown" % (len(results), count),
-            resp.data,
-        )
+    results, _failed = codec.decode_push_reply(resp.data, count)  # one pass: decode, item and count checks
     return results, resp.status
 
 
