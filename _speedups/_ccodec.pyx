@@ -706,6 +706,30 @@ def decode_push_result(body):
     return _decode_list(body, "push")
 
 
+def decode_push_reply(body, Py_ssize_t count):
+    """Decode and check the reply to a push of ``count`` items in one pass: ``(results,
+    failed)`` (see ``queen_sync._pycodec.decode_push_reply``)."""
+    cdef object doc = _decode(body)
+    cdef object r
+    cdef Py_ssize_t failed = 0
+    if PyDict_Check(doc):
+        if "error" in <dict>doc:
+            raise _refusal(<dict>doc, "push")
+        raise ProtocolError("push reply is an object, expected a list", _raw(body))
+    if not isinstance(doc, list):
+        raise ProtocolError("push reply is not a list", _raw(body))
+    for r in <list>doc:  # one pass: the item check and the failed count
+        if not PyDict_Check(r):
+            raise ProtocolError("push reply holds an item that is not an object", _raw(body))
+        if (<dict>r).get("status") == "failed":
+            failed += 1
+    if len(<list>doc) != count:
+        raise ProtocolError(
+            "push reply has %d results for %d items; the outcome is unknown" % (len(<list>doc), count), _raw(body)
+        )
+    return doc, failed
+
+
 def decode_ack_result(body):
     """Decode an ack / batch-ack reply: a list of per-item result dicts."""
     return _decode_list(body, "ack")

@@ -45,6 +45,7 @@ __all__ = [
     "decode_json",
     "decode_pop",
     "decode_push_result",
+    "decode_push_reply",
     "decode_ack_result",
     "decode_transaction_result",
     "decode_renew_result",
@@ -475,6 +476,31 @@ def decode_push_result(body: Any) -> List[Dict[str, Any]]:
     """Decode a push reply: a list of ``{index, status, transaction_id, message_id, ...}`` in
     input order. ``{"error": ...}`` raises :class:`BrokerError`."""
     return _decode_list(body, "push")
+
+
+def decode_push_reply(body: Any, count: int) -> Tuple[List[Dict[str, Any]], int]:
+    """Decode and check the reply to a push of ``count`` items in one pass.
+
+    Returns:
+        ``(results, failed)``: the results as :func:`decode_push_result` gives them, and how
+        many of them have ``status`` ``"failed"``.
+
+    Raises:
+        ProtocolError: as :func:`decode_push_result`, or the reply does not hold ``count``
+            results (the outcome is unknown; resending the same body is safe).
+        BrokerError: the reply is ``{"error": ...}``.
+    """
+    results = _decode_list(body, "push")
+    if len(results) != count:
+        raise ProtocolError(
+            "push reply has %d results for %d items; the outcome is unknown" % (len(results), count),
+            body if isinstance(body, bytes) else None,
+        )
+    failed = 0
+    for r in results:
+        if r.get("status") == "failed":
+            failed += 1
+    return results, failed
 
 
 def decode_ack_result(body: Any) -> List[Dict[str, Any]]:

@@ -333,6 +333,8 @@ class Transport:
         self._connect_timeout_s = (
             min(self._timeout_millis, 10000) if connect_timeout_millis is None else connect_timeout_millis
         ) / 1000.0
+        # built once: urllib3 clones a Timeout per request, so one instance is shared safely
+        self._default_timeout = urllib3.Timeout(connect=self._connect_timeout_s, read=timeout_millis / 1000.0)
         self._attempts = retry_attempts
         self._push_budget_s = push_retry_timeout_millis / 1000.0
         self._retry_after_cap_s = retry_max_delay_millis / 1000.0
@@ -564,8 +566,10 @@ class Transport:
         if method == "POST" and not body:
             body = b"{}"
         headers = self._post_headers if body is not None else self._headers
-        read_s = (self._timeout_millis if timeout_millis is None else int(timeout_millis)) / 1000.0
-        timeout = urllib3.Timeout(connect=self._connect_timeout_s, read=read_s)
+        if timeout_millis is None:
+            timeout = self._default_timeout
+        else:
+            timeout = urllib3.Timeout(connect=self._connect_timeout_s, read=int(timeout_millis) / 1000.0)
         target = path + ("?" + urlencode(query) if query else "")
 
         n = len(self._urls)

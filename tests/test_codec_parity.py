@@ -457,6 +457,38 @@ def test_result_decoders_identical(doc: Any, cut: int) -> None:
             same(name, variant)
 
 
+push_statuses = st.sampled_from(["queued", "duplicate", "buffered", "failed", "FAILED", None, 1, True])
+
+
+@SETTINGS
+@given(results=st.lists(st.fixed_dictionaries({"index": st.integers(0, 9)}, optional={"status": push_statuses,
+                                                                                   "error": text}), max_size=6)
+       | json_values,
+       count=st.integers(min_value=0, max_value=7), cut=st.integers(min_value=0, max_value=200))
+def test_push_reply_decode_identical(results: Any, count: int, cut: int) -> None:
+    body = _serialisable(results)
+    for variant in (body, body[:cut]):
+        got = same("decode_push_reply", variant, count)
+        if got[0] == "ok":  # the one-pass reply check agrees with decode + length + scan
+            listed = PY.decode_push_result(variant)
+            assert got[1] == (listed, sum(1 for r in listed if r.get("status") == "failed"))
+            assert len(listed) == count
+
+
+def test_push_reply_refusals_identical() -> None:
+    """Wrong count, an item that is not an object, an error object: same class and text."""
+    for body, count in ((b'[{"status":"queued"}]', 2), (b'[{"status":"failed"},3]', 2), (b'{"error":"nope"}', 1),
+                        (b'{"x":1}', 1), (b'"s"', 1), (b"", 1)):
+        texts = []
+        for backend in (PY, CY):
+            with pytest.raises(Exception) as info:
+                backend.decode_push_reply(body, count)
+            texts.append((info.type, str(info.value), getattr(info.value, "body", None)))
+        assert texts[0] == texts[1], (body, texts)
+    with pytest.raises(Exception, match="push reply has 1 results for 2 items; the outcome is unknown"):
+        CY.decode_push_reply(b'[{"status":"queued"}]', 2)
+
+
 @SETTINGS
 @given(junk=st.binary(max_size=40) | st.none() | st.integers() | st.builds(object))
 def test_garbage_bodies_identical(junk: Any) -> None:

@@ -6,8 +6,9 @@ A :class:`Consumer` runs three kinds of threads over one queue builder's setting
 
 * ``concurrency`` **fetchers** pop from the broker; before a pop a fetcher reserves room for
   ``batch`` messages, so at most ``concurrency × batch`` popped messages are held in memory
-  (and ``limit(n)`` never overshoots). Long polls are capped at :data:`POLL_CAP_MILLIS` so a
-  stop is prompt; an idle consumer sends one long poll at a time.
+  (and ``limit(n)`` never overshoots); while the workers are busy a fetcher pops ahead of
+  them with the room there is (at least half a batch: prefetch). Long polls are capped at
+  :data:`POLL_CAP_MILLIS` so a stop is prompt; an idle consumer sends one long poll at a time.
 * ``concurrency`` **workers** run the handler. A pop is split per partition into *lanes*;
   a lane is run by one worker at a time, in pop order: within one partition handling order
   equals push order, different partitions run in parallel.
@@ -30,8 +31,8 @@ child's copy of a consumer has no threads and sends nothing; the child logs one 
 Where each rule lives (each module's docstring gives the rules in full)
 -----------------------------------------------------------------------
 * ``_consumer`` — :class:`Consumer`: public API, settings, threads, start / stop / join, fork.
-* ``_fetching`` — the pop loop: room reservation, limit budget, long-poll cap, outage backoff,
-  splitting a pop into units.
+* ``_fetching`` — the pop loop: room reservation, prefetch, limit budget, long-poll cap,
+  outage backoff, splitting a pop into units.
 * ``_lanes`` — per-partition order, the worker pool, handler delivery, auto-ack verdicts,
   skipping after a nack.
 * ``_acks`` — sending acks / nacks / releases, reading every reply, lost replies.

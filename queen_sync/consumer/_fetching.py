@@ -3,7 +3,10 @@
 ``concurrency`` **fetchers** pop from the broker (``GET /api/v1/pop/...``). Before a pop a
 fetcher reserves room for ``batch`` messages, so at most ``concurrency × batch`` popped
 messages are held in memory; with ``limit(n)`` it also reserves its share of the limit
-(the limit never overshoots). Long polls are capped at :data:`POLL_CAP_MILLIS` (and at the
+(the limit never overshoots). **Prefetch**: while the workers are busy (popped messages
+not yet finished), a fetcher does not wait for a whole batch of room but pops for the room
+there is as soon as that is at least half a batch, so a pop is in flight ahead of the
+workers and they do not wait on its round trip (within the same memory bound). Long polls are capped at :data:`POLL_CAP_MILLIS` (and at the
 idle time left) so that a stop is prompt. Fetcher 0 always polls; the others rest after an
 empty pop until some pop brings messages again, so an idle consumer sends one long poll at
 a time.
@@ -63,7 +66,11 @@ class Fetchers:
         self._work_gen = 0  # pops that brought messages (wakes the resting fetchers)
 
     def _acquire(self) -> int:
-        """Reserve room (and limit budget) for one pop; 0 means the fetcher should end."""
+        """Reserve room (and limit budget) for one pop; 0 means the fetcher should end.
+
+        The pop is for ``batch`` messages (less when the limit has less left) once that much
+        room is free; while the workers are busy (popped messages unfinished) it is for the
+        room there is as soon as half of that is free (prefetch: see the module docstring)."""
         batch = self._spec.batch
         with self._st.lock:
             while True:
@@ -79,7 +86,10 @@ class Fetchers:
                         self._st.lock.wait(TICK_S)
                         continue
                     n = min(n, left)
-                if self._st.free_slots >= n:
+                free = self._st.free_slots
+                if free < n and self._st.outstanding > 0 and 2 * free >= n:
+                    n = free  # prefetch: the workers are busy, do not let them wait on this pop
+                if free >= n:
                     self._st.free_slots -= n
                     self._st.reserved += n
                     return n

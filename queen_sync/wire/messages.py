@@ -119,11 +119,7 @@ def push(
     def accept(data: bytes) -> List[Dict[str, Any]]:
         if not data:
             raise QueenConnectionError("push: the broker's reply was empty (connection lost?); the outcome is unknown", sent=True)
-        results = codec.decode_push_result(data)
-        if len(results) != count:
-            raise ProtocolError(
-                "push reply has %d results for %d items; the outcome is unknown" % (len(results), count), data
-            )
+        results, _failed = codec.decode_push_reply(data, count)  # one pass: decode, item and count checks
         return results
 
     key = "%s/%s" % (queue, partition or "Default")
