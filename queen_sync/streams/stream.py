@@ -190,7 +190,15 @@ class Stream:
         return self._extend(GateOperator(fn))
 
     def to(self, queue_builder: Any, partition: Optional[Union[str, Callable[[Any], Any]]] = None) -> "Stream":
-        """Push each result to ``queue_builder``'s queue, in the cycle's transaction."""
+        """Push each result to ``queue_builder``'s queue, in the cycle's transaction.
+
+        ``partition``: None (the source partition's name), a partition name, or
+        ``fn(value)`` returning one (checked per value: a non-str or invalid name abandons
+        the cycle like a raising user function).
+
+        Raises:
+            InvalidInputError: ``partition`` is not None, a valid partition name or a callable.
+        """
         return self._extend(SinkOperator(queue_builder, partition))
 
     def foreach(self, fn: Callable[..., Any]) -> "Stream":
