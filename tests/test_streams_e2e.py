@@ -18,7 +18,7 @@ import urllib3
 from _helpers import wait_for
 
 from queen_sync import Queen
-from queen_sync.errors import StreamsConfigHashError
+from queen_sync.errors import InvalidInputError, StreamsConfigHashError
 from queen_sync.streams import Stream, stop_runners_for, token_bucket_gate
 
 T0 = 1796115000000  # event times: 2026-12-01T08:50:00.000Z
@@ -209,3 +209,23 @@ def test_lost_cycle_replies_503s_and_a_restart_each_result_once(embedded_broker,
         m = runner.metrics()
         assert m["resendsTotal"] >= 3
         assert _got_windows(_drain(q, out)) == _expected_windows(windows=5)  # each window exactly once
+
+
+@pytest.mark.parametrize("nan_as_null", [True, False])
+def test_sink_push_follows_the_clients_nan_as_null(broker_url: str, unique_name, nan_as_null: bool):
+    src, out = unique_name("src"), unique_name("out")
+    seen: List[Any] = []
+    with Queen(broker_url, nan_as_null=nan_as_null) as q:
+        q.queue(src).partition("p").push([{"data": {"n": 1}}])
+        r = (Stream.from_(q.queue(src)).map(lambda m: {"n": m["data"]["n"], "v": float("nan")})
+             .to(q.queue(out)).run(unique_name("q"), max_wait_millis=200, on_error=lambda e, ctx: seen.append(e)))
+        with r:
+            if nan_as_null:
+                wait_for(lambda: r.metrics()["messagesTotal"] == 1, what="the cycle")
+            else:
+                wait_for(lambda: seen, what="on_error")
+        if nan_as_null:
+            assert [m["data"] for m in _drain(q, out)] == [{"n": 1, "v": None}] and not seen
+        else:
+            assert isinstance(seen[0], InvalidInputError) and "NaN" in str(seen[0])
+            assert r.metrics()["messagesTotal"] == 0 and _drain(q, out) == []

@@ -85,8 +85,10 @@ def test_flat_map_and_sink_partition_rules():
                                                                          ("P1", {"value": 3})]
     w = _run(base.to(Q("o"), partition="fixed").compile(), [msg(1, T0, {})])
     assert {it["partition"] for it in w.push_items} == {"fixed"}
-    w = _run(base.to(Q("o"), partition=lambda v: v["k"] if isinstance(v, dict) else 7).compile(), [msg(1, T0, {})])
-    assert [it["partition"] for it in w.push_items] == ["a", "b", "7"]
+    w = _run(base.to(Q("o"), partition=lambda v: v["k"] if isinstance(v, dict) else "n7").compile(), [msg(1, T0, {})])
+    assert [it["partition"] for it in w.push_items] == ["a", "b", "n7"]
+    with pytest.raises(InvalidInputError, match="returned 7"):  # no str() of a non-str: an error of fn
+        _run(base.to(Q("o"), partition=lambda v: v["k"] if isinstance(v, dict) else 7).compile(), [msg(1, T0, {})])
     with pytest.raises(TypeError):
         _run(Stream.from_(Q("s")).flat_map(lambda m: "x").to(Q("o")).compile(), [msg(1, T0, {})])
 

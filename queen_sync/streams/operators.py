@@ -24,6 +24,7 @@ import inspect
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..errors import InvalidInputError
+from .._validate import validate_name
 
 __all__ = [
     "two_arg",
@@ -274,8 +275,9 @@ def queue_name_of(builder: Any) -> str:
 class SinkOperator:
     """``.to(q.queue(sink), partition=None | str | fn(value))``: each result is pushed to the
     sink queue in the cycle's transaction. Payload: the value when it is a dict, else
-    ``{"value": value}``. Partition: ``fn(value)`` (as str), the given str, or the source
-    partition's name."""
+    ``{"value": value}``. Partition: ``fn(value)`` (a str), the given str, or the source
+    partition's name. A static partition is checked here (InvalidInputError, as
+    :func:`~queen_sync._validate.validate_name`); ``fn``'s result per value in :meth:`item`."""
 
     kind = "sink"
 
@@ -283,20 +285,28 @@ class SinkOperator:
         self.queue_name = queue_name_of(builder)
         if partition is not None and not isinstance(partition, str) and not callable(partition):
             raise InvalidInputError(".to(partition=) takes None, a str or a callable, got %r" % (partition,))
-        if isinstance(partition, str) and not partition:
-            raise InvalidInputError(".to(partition=) must not be empty")
+        if isinstance(partition, str):
+            validate_name(".to(partition=) partition", partition)
         self.partition = partition
         self.config: Dict[str, Any] = {"kind": "sink", "queue": self.queue_name}
 
     def item(self, value: Any, source_partition: Optional[str], transaction_id: str) -> Dict[str, Any]:
-        """One cycle push item for ``value``."""
+        """One cycle push item for ``value``.
+
+        Raises:
+            InvalidInputError: ``fn(value)`` is not a str or not a valid partition name.
+        """
         resolver = self.partition
         if resolver is None:
             part = source_partition or "Default"
         elif isinstance(resolver, str):
             part = resolver
         else:
-            part = str(resolver(value))
+            part = resolver(value)
+            if not isinstance(part, str):
+                # an error of the user function: the cycle is abandoned as for a raising one
+                raise InvalidInputError(".to(partition=fn): fn returned %r, not a partition name (str)" % (part,))
+            validate_name(".to(partition=fn) partition", part)
         return {"queue": self.queue_name, "partition": part,
                 "payload": value if type(value) is dict or isinstance(value, dict) else {"value": value},
                 "transactionId": transaction_id}

@@ -312,7 +312,8 @@ class StreamRunner:
         ``cyclesTotal``, ``flushCyclesTotal``, ``messagesTotal`` (source messages acked),
         ``pushItemsTotal``, ``stateOpsTotal``, ``lateEventsTotal``, ``errorsTotal``,
         ``gateAllowsTotal``, ``gateDenialsTotal``, ``lastCycleAt``, ``lastFlushAt``,
-        ``lastError``) plus ``duplicatePushesTotal``, ``resendsTotal``,
+        ``lastError``: the text of the last error seen, never cleared, also not when the
+        runner works again) plus ``duplicatePushesTotal``, ``resendsTotal``,
         ``maybeCommittedTotal``, ``releasedTotal``, ``running``, ``stopReason``. Also after
         stop."""
         with self._lock:
@@ -325,12 +326,12 @@ class StreamRunner:
 
     # errors ----------------------------------------------------------------------------
 
-    def _report(self, err: BaseException, ctx: Dict[str, Any]) -> None:
+    def _report(self, err: BaseException, ctx: Dict[str, Any], level: int = logging.WARNING) -> None:
         with self._lock:
             self._stats["errorsTotal"] += 1
             self._stats["lastError"] = str(err) or type(err).__name__
-        _log.warning("stream query %r: %s failed%s: %s", self._query, ctx.get("phase"),
-                     " (partition %s)" % ctx["partition"] if ctx.get("partition") else "", err)
+        _log.log(level, "stream query %r: %s failed%s: %s", self._query, ctx.get("phase"),
+                 " (partition %s)" % ctx["partition"] if ctx.get("partition") else "", err)
         if self._opts.on_error is not None:
             try:
                 self._opts.on_error(err, ctx)
@@ -345,6 +346,7 @@ class StreamRunner:
     # pop loop --------------------------------------------------------------------------
 
     def _pop_loop(self) -> None:
+        failed = 0  # pops failed in a row: an outage logs one WARNING, its end one INFO
         try:
             while not self._stop_event.is_set():
                 with self._lock:
@@ -358,9 +360,13 @@ class StreamRunner:
                     self._request_stop("closed")
                     break
                 except Exception as err:
-                    self._report(err, {"phase": "pop"})
+                    self._report(err, {"phase": "pop"}, logging.WARNING if not failed else logging.DEBUG)
+                    failed += 1
                     self._stop_event.wait(_POP_ERROR_PAUSE)
                     continue
+                if failed:
+                    _log.info("stream query %r: pop works again after %d failed pops", self._query, failed)
+                    failed = 0
                 if not msgs:
                     self._stop_event.wait(_EMPTY_POP_PAUSE)
                     continue
@@ -514,6 +520,7 @@ class StreamRunner:
                     self._requester, query_id=self._server_id or "", partition_id=p.pid, consumer_group=group,
                     state_ops=work.state_ops, push_items=work.push_items, ack=work.ack,
                     release_lease=work.release_lease, query=self._query,
+                    nan_as_null=bool(getattr(self._session, "nan_as_null", False)),
                 )
             except StreamsCycleError as err:
                 if attempt and err.lease_refused:

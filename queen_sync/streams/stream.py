@@ -6,8 +6,8 @@ started :class:`~queen_sync.streams.runner.StreamRunner`. The grammar, option na
 and defaults are the official SDK's (snake_case; camelCase window options are accepted too).
 
 Chain rules (checked by ``run()`` / :meth:`Stream.compile`, raising InvalidInputError):
-at most one window, one ``key_by`` (before the window / reducer / gate), one reducer (after
-a window), one gate (not with a window or reducer), and a ``.to()`` / ``.foreach()`` only
+at most one window, one ``key_by`` (before the reducer / gate; before or after the window, as
+in the official SDK), one reducer (after a window), one gate (not with a window or reducer), and a ``.to()`` / ``.foreach()`` only
 last. A session window needs a reducer.
 """
 
@@ -190,7 +190,15 @@ class Stream:
         return self._extend(GateOperator(fn))
 
     def to(self, queue_builder: Any, partition: Optional[Union[str, Callable[[Any], Any]]] = None) -> "Stream":
-        """Push each result to ``queue_builder``'s queue, in the cycle's transaction."""
+        """Push each result to ``queue_builder``'s queue, in the cycle's transaction.
+
+        ``partition``: None (the source partition's name), a partition name, or
+        ``fn(value)`` returning one (checked per value: a non-str or invalid name abandons
+        the cycle like a raising user function).
+
+        Raises:
+            InvalidInputError: ``partition`` is not None, a valid partition name or a callable.
+        """
         return self._extend(SinkOperator(queue_builder, partition))
 
     def foreach(self, fn: Callable[..., Any]) -> "Stream":
@@ -223,7 +231,7 @@ class Stream:
                 if plan.key_by is not None:
                     raise InvalidInputError("only one .key_by() per stream")
                 if phase in ("reducer", "gate"):
-                    raise InvalidInputError(".key_by() must come before the window / reduce / gate")
+                    raise InvalidInputError(".key_by() must come before reduce / aggregate / gate")
                 plan.key_by = op
                 if phase == "pre":
                     phase = "keyed"

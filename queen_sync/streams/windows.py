@@ -37,6 +37,9 @@ __all__ = [
     "run_sessions",
 ]
 
+#: the event times a window accepts: what a datetime holds (years 1..9999), in epoch ms
+_MIN_EVENT_MS = -62135596800000
+_MAX_EVENT_MS = 253402300799999
 _EVERY_MS = {"second": 1000, "minute": 60000, "hour": 3600000, "day": 86400000, "week": 7 * 86400000}
 #: 1970-01-01 was a Thursday: weeks start on Monday 00:00 UTC, 4 days later
 _WEEK_OFFSET_MS = 4 * 86400000
@@ -107,18 +110,27 @@ class WindowOperator:
 
     def event_time_of(self, msg: Any) -> Optional[int]:
         """The event time (epoch ms) of a source message: ``event_time(msg)`` (int / float ms,
-        datetime or ISO string), else the message's ``createdAt``; None when unknown."""
+        datetime or ISO string), else the message's ``createdAt`` (None when it has none).
+
+        Raises:
+            InvalidInputError: ``event_time(msg)`` returned anything else (None, NaN, a
+                non-number, an unparseable string, a time outside years 1..9999): an error
+                of the user function, handled as one that raises (the batch is not committed).
+        """
         if self.event_time_fn is not None:
             raw = self.event_time_fn(msg)
-            if raw is None:
-                return None
+            ts: Optional[int] = None
             if isinstance(raw, datetime):
-                return int(raw.timestamp() * 1000)
-            if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-                return int(raw) if math.isfinite(raw) else None
-            if isinstance(raw, str):
-                return parse_iso_ms(raw)
-            return None
+                ts = int(raw.timestamp() * 1000)
+            elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
+                ts = int(raw) if math.isfinite(raw) else None
+            elif isinstance(raw, str):
+                ts = parse_iso_ms(raw)
+            if ts is None or not _MIN_EVENT_MS <= ts <= _MAX_EVENT_MS:
+                raise InvalidInputError(
+                    "event_time returned %r: not epoch ms (int / float), a datetime or an ISO string within "
+                    "years 1..9999" % (raw,))
+            return ts
         return parse_iso_ms(msg.get("createdAt")) if isinstance(msg, dict) else None
 
     def assign(self, ts: int) -> List[Tuple[int, int]]:

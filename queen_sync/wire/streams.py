@@ -133,6 +133,7 @@ def cycle(
     ack: Optional[Mapping[str, Any]] = None,
     release_lease: bool = True,
     query: Optional[str] = None,
+    nan_as_null: bool = False,
 ) -> Dict[str, Any]:
     """Commit one cycle: state ops, sink pushes and the source ack in one transaction.
 
@@ -146,6 +147,8 @@ def cycle(
             None (a flush cycle). With a ``leaseId`` the broker fences the cycle on it.
         release_lease: False keeps the source lease (a gate's partial ack).
         query: the query name, for error messages only.
+        nan_as_null: payload NaN / ±Infinity are sent as ``null`` (the client's
+            ``Queen(nan_as_null=)``) instead of refused with InvalidInputError.
 
     Returns:
         the reply ``{success, query_id, partition_id, queueName, state_ops_applied,
@@ -168,7 +171,7 @@ def cycle(
         "release_lease": bool(release_lease),
     }
     resp = requester.request(
-        "POST", _CYCLE, body=codec.encode_json(body), idempotent=False, retry="unsent", affinity_key=partition_id
+        "POST", _CYCLE, body=codec.encode_json(body, nan_as_null=nan_as_null), idempotent=False, retry="unsent", affinity_key=partition_id
     )
     doc = _reply(resp, "cycle")
     if doc.get("success") is not True:
