@@ -474,7 +474,7 @@ def _execute(cfg: ChaosConfig, broker: EmbeddedBroker, tap: _Tap, report: ChaosR
     results = {}
     for who, c in running:
         t0 = time.monotonic()
-        c.stop(drain_timeout=5)
+        c.stop(drain_timeout_millis=5000)
         try:
             ended = c.join(cfg.hang_seconds)  # stop() returns at the end of the stop phase; threads end after
         except Exception:
