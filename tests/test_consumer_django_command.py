@@ -15,6 +15,10 @@ from typing import Any, Iterator, List
 
 import pytest
 
+#: signals sent to this very process (handled in its main thread): run outside pytest-xdist
+#: workers, whose main thread serves the controller (README test command, ``-m main_thread``)
+pytestmark = pytest.mark.main_thread
+
 django = pytest.importorskip("django")
 
 from django.conf import settings  # noqa: E402

@@ -20,7 +20,9 @@ from _helpers import wait_until
 
 from _helpers import run_forked  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+#: signals sent to this very process (handled in its main thread): run outside pytest-xdist
+#: workers, whose main thread serves the controller (README test command, ``-m main_thread``)
+pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)"), pytest.mark.main_thread]
 
 
 def _run_child(body: Callable[[], bool], timeout: float = 10.0) -> int:

@@ -17,6 +17,10 @@ from queen_sync import InvalidInputError, Queen
 from _helpers import wait_until as _wait_until  # 15 s default
 
 
+#: signals sent to this very process (handled in its main thread): run outside pytest-xdist
+#: workers, whose main thread serves the controller (README test command, ``-m main_thread``)
+pytestmark = pytest.mark.main_thread
+
 def _push_burst(client: Queen, qname: str, partitions: int, per_partition: int) -> Set[str]:
     ids: Set[str] = set()
     for p in range(partitions):
