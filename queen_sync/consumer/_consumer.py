@@ -66,8 +66,9 @@ class Consumer:
             ``auto_ack``, ``renew_lease``, ``on_success``, ``on_error``, ...).
         handler: called with one message dict (``each()`` or ``batch == 1``), else with the
             list of one partition's messages of one pop.
-        stop_event: optional ``threading.Event``; setting it stops the consumer (checked at
-            least every 100 ms).
+        stop_event: optional ``threading.Event``; setting it stops the consumer: no pop starts
+            after it is set (messages already popped are handled in the drain), and it is
+            checked at least every 100 ms.
         handle_signals: turn SIGTERM / SIGINT into a graceful stop while the consumer runs
             (a second signal goes to the previous handler); the previous handlers are
             restored when it ends. Main thread only.
@@ -123,6 +124,7 @@ class Consumer:
         idle_s = None if settings.idle_millis is None else settings.idle_millis / 1000.0
         self._st = ConsumerState(spec.queue, self._concurrency * spec.batch, settings.limit, idle_s,
                                  (drain_ms or 0) / 1000.0)
+        self._st.user_stop = stop_event
         broker = Broker(session)
         acks = Acks(self._st, broker, spec.group)
         self._lanes = Lanes(

@@ -76,6 +76,9 @@ class Fetchers:
             while True:
                 if self._st.stopping:
                     return 0
+                if self._st.user_stop is not None and self._st.user_stop.is_set():
+                    self._st.request_stop_locked("stopped")  # at once, not at the supervisor's next tick
+                    return 0
                 n = batch
                 if self._st.limit is not None:
                     left = self._st.limit - self._st.reserved

@@ -152,6 +152,9 @@ class ConsumerState:
         self.stats = ConsumeResult()
         self.error: Optional[BaseException] = None
         self.stopping = False
+        #: the ``stop_event`` given to ``consume()``: the supervisor watches it, and every
+        #: fetcher checks it before a pop (so no pop starts once it is set)
+        self.user_stop: Optional[threading.Event] = None
         self.stop_evt = threading.Event()
         self.abort = False
         self.abort_evt = threading.Event()
