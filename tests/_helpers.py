@@ -57,16 +57,17 @@ def django_example_project(broker_url: str) -> Iterator[None]:
     close_client()
 
 
-def run_forked(body: Callable[[], Any], timeout: float = 60.0) -> int:
-    """Fork; run ``body()`` in the child (truthy = pass); return the child's exit code
-    (0 pass, 2 falsy result, 3 exception — traceback on stderr). A child still running after
-    ``timeout`` seconds (a hang) is killed and reported as -9. POSIX only."""
+def run_forked(body: Callable[[], Any], timeout: float = 60.0, fork: Any = None) -> int:
+    """Fork (with ``fork()``, default ``os.fork``); run ``body()`` in the child (truthy = pass);
+    return the child's exit code (0 pass, 2 falsy result, 3 exception — traceback on stderr).
+    A child still running after ``timeout`` seconds (a hang) is killed and reported as -9.
+    POSIX only."""
     import os
     import signal
     import threading
     import traceback
 
-    pid = os.fork()
+    pid = (fork or os.fork)()
     if pid == 0:  # child: never return into pytest
         code = 3
         try:

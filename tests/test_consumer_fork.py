@@ -142,27 +142,8 @@ def _libc_fork_child(body: Callable[[], bool], timeout: float = 10.0) -> int:
     ``body()`` in the child; exit code as run_forked (-9: killed after a hang)."""
     import ctypes
 
-    pid = ctypes.PyDLL(None).fork()  # PyDLL keeps the GIL held across the call
-    if pid == 0:
-        code = 3
-        try:
-            code = 0 if body() else 2
-        except BaseException:
-            import traceback
-
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return -9
-        time.sleep(0.01)
+    # PyDLL keeps the GIL held across the call
+    return run_forked(body, timeout, fork=ctypes.PyDLL(None).fork)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="libc fork via ctypes: Linux only")
