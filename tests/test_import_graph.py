@@ -1,8 +1,9 @@
 """The import structure of ``queen_sync/``: layers without circles.
 
-Read with ``ast`` from the sources (nothing is imported): every runtime import between the
-package's modules, at module level or inside a function, but not those under
-``if TYPE_CHECKING:``. Importing ``a.b.c`` also runs the package ``a.b`` (unless the
+Read with ``ast`` from the sources (nothing is imported): every import between the
+package's modules, at module level or inside a function, those under ``if TYPE_CHECKING:``
+included (a type-only import is still a dependency a reader must follow, and a circle
+through one is a circle). Importing ``a.b.c`` also runs the package ``a.b`` (unless the
 importer lives in it), so that edge is counted too.
 """
 
@@ -48,21 +49,23 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _runtime_imports(tree: ast.AST) -> Iterator[Tuple[ast.stmt, bool]]:
-    """(import statement, inside a function) for every import not under TYPE_CHECKING."""
+def _imports(tree: ast.AST) -> Iterator[Tuple[ast.stmt, bool, bool]]:
+    """(import statement, inside a function, under ``if TYPE_CHECKING:``) for every import."""
 
-    def walk(node: ast.AST, in_function: bool) -> Iterator[Tuple[ast.stmt, bool]]:
+    def walk(node: ast.AST, in_function: bool, type_only: bool) -> Iterator[Tuple[ast.stmt, bool, bool]]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for sub in child.body:
+                    yield from walk(ast.Module(body=[sub], type_ignores=[]), in_function, True)
                 for sub in child.orelse:  # the else branch runs
-                    yield from walk(ast.Module(body=[sub], type_ignores=[]), in_function)
+                    yield from walk(ast.Module(body=[sub], type_ignores=[]), in_function, type_only)
                 continue
             if isinstance(child, (ast.Import, ast.ImportFrom)):
-                yield child, in_function
+                yield child, in_function, type_only
             inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-            yield from walk(child, inner)
+            yield from walk(child, inner, type_only)
 
-    yield from walk(tree, False)
+    yield from walk(tree, False, False)
 
 
 def _targets(module: str, is_package: bool, stmt: ast.stmt, known: Set[str]) -> List[str]:
@@ -96,15 +99,18 @@ def _with_packages(importer: str, target: str, known: Set[str]) -> List[str]:
     return found
 
 
-def _graph() -> Tuple[Dict[str, Set[str]], List[str]]:
-    """(runtime import edges between package modules, function-local imports found)."""
+def _graph(*, type_only: bool = True) -> Tuple[Dict[str, Set[str]], List[str]]:
+    """(import edges between package modules, function-local imports found); with
+    ``type_only=False`` the imports under ``if TYPE_CHECKING:`` are left out (what runs)."""
     mods = _modules()
     known = set(mods)
     edges: Dict[str, Set[str]] = {m: set() for m in mods}
     local: List[str] = []
     for mod, path in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for stmt, in_function in _runtime_imports(tree):
+        for stmt, in_function, for_types in _imports(tree):
+            if for_types and not type_only:
+                continue
             for target in _targets(mod, path.name == "__init__.py", stmt, known):
                 if in_function:
                     local.append("%s:%d imports %s" % (mod, stmt.lineno, target))
@@ -176,6 +182,36 @@ def test_the_graph_sees_the_known_layers() -> None:
     assert "queen_sync.codec" in edges["queen_sync.wire._base"]
 
 
+def test_the_reader_counts_type_checking_imports() -> None:
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "import typing\n"
+        "if TYPE_CHECKING:\n"
+        "    from .a import A\n"
+        "else:\n"
+        "    from .b import B\n"
+        "if typing.TYPE_CHECKING:\n"
+        "    import queen_sync.c\n"
+        "def f():\n"
+        "    from . import d\n"
+    )
+    found = [
+        (stmt.module if isinstance(stmt, ast.ImportFrom) else stmt.names[0].name, in_function, type_only)
+        for stmt, in_function, type_only in _imports(tree)
+    ]
+    assert found == [
+        ("typing", False, False),
+        ("typing", False, False),
+        ("a", False, True),
+        ("b", False, False),
+        ("queen_sync.c", False, True),
+        (None, True, False),
+    ]
+    # and in the package: the session names the buffer manager for its types only
+    assert "queen_sync.producer" in _graph()[0]["queen_sync._session"]
+    assert "queen_sync.producer" not in _graph(type_only=False)[0]["queen_sync._session"]
+
+
 def test_no_import_cycles() -> None:
     edges, _ = _graph()
     cycles = _cycles(edges)
@@ -183,6 +219,7 @@ def test_no_import_cycles() -> None:
     for comp in cycles:
         ring = _path({m: edges[m] & set(comp) for m in comp}, comp[0], comp[0])
         detail.append(" -> ".join(ring or comp))
+        detail.extend("    %s -> %s" % (m, ", ".join(sorted(edges[m] & set(comp)))) for m in comp)
     assert not cycles, "import cycles:\n" + "\n".join(detail)
 
 
