@@ -36,8 +36,9 @@ class ConsumerRegistry(Protocol):
     #: the lease renewal interval ``renew_lease()`` uses by default, in milliseconds
     default_renew_interval_millis: int
 
-    def create(self, builder: Any, handler: Callable[[Any], Any], **options: Any) -> Any:
-        """A new, not yet started consumer of ``builder``'s settings (options as ``consume()``)."""
+    def create(self, settings: Any, handler: Callable[[Any], Any], **options: Any) -> Any:
+        """A new, not yet started consumer of a builder's consume ``settings`` (a
+        ``queen_sync.consumer.BuilderSettings``; options as ``consume()``)."""
         ...
 
 

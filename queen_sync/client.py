@@ -21,7 +21,7 @@ from . import acks, groups, tracing
 from ._session import DEFAULT_ACK_TIMEOUT_MILLIS, Session
 from ._validate import bool_arg, int_arg, timeout_arg
 from .admin import Admin
-from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, Consumer, in_consumer_thread, stop_consumers_for_close
+from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, BuilderSettings, Consumer, in_consumer_thread, stop_consumers_for_close
 from .errors import InvalidInputError
 from .producer import DEFAULT_CLOSE_TIMEOUT_MILLIS, BufferManager
 from .queues import QueueBuilder
@@ -86,8 +86,8 @@ class _ConsumerRegistry:
     def __init__(self, client: "Queen") -> None:
         self._client = client
 
-    def create(self, builder: Any, handler: Callable[[Any], Any], **options: Any) -> Consumer:
-        return Consumer(self._client._session, builder, handler, **options)
+    def create(self, settings: BuilderSettings, handler: Callable[[Any], Any], **options: Any) -> Consumer:
+        return Consumer(self._client._session, settings, handler, **options)
 
 
 class Queen:

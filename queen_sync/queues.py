@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Union, cast, overload
+from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Union, cast, overload
 
 from . import codec
 from ._session import Session
@@ -34,6 +34,7 @@ from ._validate import (
     timestamp_arg,
     validate_name,
 )
+from .consumer import BuilderSettings, ConsumeResult, Consumer
 from .dlq import DLQBuilder
 from .errors import BrokerError, InvalidInputError, QueenError
 from .message import bind_messages
@@ -42,9 +43,6 @@ from .producer import BufferOptions
 from .wire import messages as wire_messages
 from .wire.messages import PopSpec
 from .wire import resources as wire_resources
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .consumer import ConsumeResult, Consumer
 
 __all__ = ["QueueBuilder"]
 
@@ -512,6 +510,22 @@ class QueueBuilder:
             auto_ack=bool(self._auto_ack) if not for_consume else False,
         )
 
+    def _consume_settings(self) -> BuilderSettings:
+        """What :meth:`consume` hands the consumer: the pop settings with the consume defaults
+        (:meth:`pop_spec` ``for_consume=True``) and the consume-only settings as set (not yet
+        defaulted: ``auto_ack`` None means "not set")."""
+        return BuilderSettings(
+            spec=self.pop_spec(for_consume=True),
+            each=bool(self._each),
+            auto_ack=self._auto_ack,
+            on_success=self._on_success,
+            on_error=self._on_error,
+            renew_interval_millis=self._renew_interval if self._renew else None,
+            limit=self._limit,
+            idle_millis=self._idle,
+            concurrency=self._concurrency,
+        )
+
     # ---------------------------------------------------------------- pop / consume
 
     # List[Any], not List[Message]: a caller's List[Dict[str, Any]] annotation (the type
@@ -649,7 +663,7 @@ class QueueBuilder:
         """
         self._session.check_open()  # as every other call: ClientClosedError, not a quiet return
         consumer = self._session.consumers.create(
-            self,
+            self._consume_settings(),
             handler,
             stop_event=stop_event,
             handle_signals=handle_signals,

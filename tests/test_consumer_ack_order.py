@@ -49,8 +49,8 @@ class FakeRequester:
 
     default_renew_interval_millis = 10000
 
-    def create(self, builder: Any, handler: Any, **options: Any) -> Consumer:
-        return Consumer(self, builder, handler, **options)  # type: ignore[arg-type]
+    def create(self, settings: Any, handler: Any, **options: Any) -> Consumer:
+        return Consumer(self, settings, handler, **options)  # type: ignore[arg-type]
 
     def request(self, method: str, path: str, *, body: Optional[bytes] = None, **kw: Any) -> Response:
         if path.startswith("/api/v1/pop/"):

@@ -91,11 +91,29 @@ def test_consume_takes_millis_and_deprecated_seconds(client: Queen, unique_name:
 def test_consumer_constructor_takes_deprecated_seconds(client: Queen, unique_name: Any) -> None:
     builder = client.queue(unique_name()).group("g").idle_millis(100)
     with pytest.warns(DeprecationWarning, match="drain_timeout"):
-        c = Consumer(client, builder, lambda m: None, drain_timeout=1)
+        c = Consumer(client, builder._consume_settings(), lambda m: None, drain_timeout=1)
     assert c._st.drain_timeout == 1.0  # seconds inside
-    c2 = Consumer(client, builder, lambda m: None, drain_timeout_millis=1500)
+    c2 = Consumer(client, builder._consume_settings(), lambda m: None, drain_timeout_millis=1500)
     assert c2._st.drain_timeout == 1.5
-    assert Consumer(client, builder, lambda m: None)._st.drain_timeout == 30.0
+    assert Consumer(client, builder._consume_settings(), lambda m: None)._st.drain_timeout == 30.0
+
+
+def test_the_consumer_takes_the_builders_settings_not_the_builder(client: Queen, unique_name: Any) -> None:
+    def on_success(m: Any, r: Any) -> None:
+        pass
+
+    builder = (
+        client.queue(unique_name()).group("g").batch(5).each().limit(3).idle_millis(100).concurrency(2)
+        .renew_lease(True, 2000).on_success(on_success)
+    )
+    s = builder._consume_settings()
+    assert s.spec == builder.pop_spec(for_consume=True) and s.spec.wait is True and s.spec.batch == 5
+    assert (s.each, s.auto_ack, s.on_success, s.on_error, s.renew_interval_millis, s.limit, s.idle_millis,
+            s.concurrency) == (True, None, on_success, None, 2000, 3, 100, 2)
+    assert builder.renew_lease(False)._consume_settings().renew_interval_millis is None
+    assert builder.auto_ack(True)._consume_settings().auto_ack is True
+    with pytest.raises(InvalidInputError, match="consume settings a queue builder hands over"):
+        Consumer(client, builder, lambda m: None)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- the Django command's flag

@@ -2,7 +2,8 @@
 
 Overview
 --------
-A :class:`Consumer` runs three kinds of threads over one queue builder's settings:
+A :class:`Consumer` runs three kinds of threads over one queue builder's settings (a
+:class:`BuilderSettings`):
 
 * ``concurrency`` **fetchers** pop from the broker; before a pop a fetcher reserves room for
   ``batch`` messages, so at most ``concurrency × batch`` popped messages are held in memory
@@ -46,7 +47,8 @@ Where each rule lives (each module's docstring gives the rules in full)
   leases, the stop request.
 * ``_calls`` — the consumer's only door to the layers below: pop (wire layer), ack / ack
   batch / release and lease extend (``queen_sync.acks``), traces of bound messages, all
-  through the client's session; reading the builder's settings.
+  through the client's session; :class:`BuilderSettings`, the consume settings the queue
+  builder hands the consumer (the consumer never sees the builder itself).
 * ``_log`` — the logger and how log lines name messages (ids, never payloads).
 
 Logging goes to the ``queen_sync.consumer`` logger.
@@ -54,6 +56,7 @@ Logging goes to the ``queen_sync.consumer`` logger.
 
 from __future__ import annotations
 
+from ._calls import BuilderSettings
 from ._consumer import DEFAULT_DRAIN_TIMEOUT_MILLIS, DEFAULT_DRAIN_TIMEOUT_SECONDS, Consumer
 from ._fetching import POLL_CAP_MILLIS
 from ._leases import DEFAULT_RENEW_INTERVAL_MILLIS
@@ -63,6 +66,7 @@ from ._registry import _consumers_of, in_consumer_thread, stop_consumers_for_clo
 from ._state import ConsumeResult
 
 __all__ = [
+    "BuilderSettings",
     "Consumer",
     "ConsumeResult",
     "DEFAULT_RENEW_INTERVAL_MILLIS",

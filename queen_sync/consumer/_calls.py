@@ -4,9 +4,10 @@ This is the one door between the consumer package and the layers below it: pop (
 layer's :func:`~queen_sync.wire.messages.pop`), ack / ack batch / release (one ack route, by
 status: :func:`queen_sync.acks.ack`), lease renewal (:func:`queen_sync.acks.renew`), binding
 popped messages so a handler can record traces on them (:func:`queen_sync.tracing.trace`),
-the client's ``closed`` flag, all through the client's :class:`~queen_sync._session.Session`,
-and the consume settings read from a queue builder. Every other module of the package talks
-to a :class:`Broker` and a :class:`BuilderSettings`, never to the session or the builder.
+the client's ``closed`` flag, all through the client's :class:`~queen_sync._session.Session`;
+and :class:`BuilderSettings`, the plain record of consume settings a queue builder hands the
+consumer (the builder makes it: nothing here knows the builder). Every other module of the
+package talks to a :class:`Broker` and a :class:`BuilderSettings`, never to the session.
 
 The calls are made exactly as :class:`~queen_sync.Queen` makes them (same routes, bodies,
 retries and error mapping); nothing is added or translated here.
@@ -14,7 +15,7 @@ retries and error mapping); nothing is added or translated here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
 
 from .. import acks as acks_calls
 from .. import tracing
@@ -23,10 +24,7 @@ from ..tracing import Message as BoundMessage
 from ..wire import messages as wire_messages
 from ..wire.messages import PopSpec
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..queues import QueueBuilder
-
-__all__ = ["Broker", "BuilderSettings", "PopSpec", "read_builder"]
+__all__ = ["Broker", "BuilderSettings", "PopSpec"]
 
 Message = Dict[str, Any]
 
@@ -112,7 +110,8 @@ class Broker:
 
 class BuilderSettings(NamedTuple):
     """The consume settings of a queue builder, as the builder holds them (not yet
-    defaulted: ``auto_ack`` None means "not set")."""
+    defaulted: ``auto_ack`` None means "not set"); made by the builder's ``consume()``
+    (the pop settings already validated), read by :class:`~queen_sync.consumer.Consumer`."""
 
     spec: PopSpec  #: the pop settings (queue, partition, group, batch, wait, timeout...)
     each: bool  #: ``each()`` was called
@@ -124,19 +123,3 @@ class BuilderSettings(NamedTuple):
     idle_millis: Optional[int]
     concurrency: int
 
-
-def read_builder(builder: "QueueBuilder") -> BuilderSettings:
-    """Read the consume settings of ``builder`` (``pop_spec(for_consume=True)`` validates
-    the pop settings and raises :class:`~queen_sync.errors.InvalidInputError` on bad ones)."""
-    spec = builder.pop_spec(for_consume=True)
-    return BuilderSettings(
-        spec=spec,
-        each=bool(builder._each),
-        auto_ack=builder._auto_ack,
-        on_success=getattr(builder, "_on_success", None),
-        on_error=getattr(builder, "_on_error", None),
-        renew_interval_millis=getattr(builder, "_renew_interval", None) if getattr(builder, "_renew", False) else None,
-        limit=builder._limit,
-        idle_millis=builder._idle,
-        concurrency=builder._concurrency,
-    )

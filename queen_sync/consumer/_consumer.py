@@ -28,7 +28,7 @@ from .. import _fork
 from .._validate import millis_or_deprecated_seconds
 from ..errors import InvalidInputError
 from ._acks import Acks
-from ._calls import Broker, read_builder
+from ._calls import Broker, BuilderSettings
 from ._fetching import Fetchers
 from ._lanes import Lanes
 from ._leases import Renewer
@@ -41,7 +41,6 @@ from ._stopping import STOP_GRACE_S, Supervisor
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._session import Session
-    from ..queues import QueueBuilder
 
 __all__ = ["Consumer", "DEFAULT_DRAIN_TIMEOUT_MILLIS", "DEFAULT_DRAIN_TIMEOUT_SECONDS"]
 
@@ -52,7 +51,7 @@ DEFAULT_DRAIN_TIMEOUT_SECONDS = DEFAULT_DRAIN_TIMEOUT_MILLIS / 1000.0
 
 
 class Consumer:
-    """A consume loop over one queue builder's settings; see
+    """A consume loop over one queue builder's consume settings; see
     :meth:`queen_sync.QueueBuilder.consume` (made from :meth:`queen_sync.Queen.queue`).
 
     Made by ``consume(handler)`` (blocking: :meth:`run`) or ``consume(handler,
@@ -61,9 +60,10 @@ class Consumer:
     Args:
         session: the :class:`~queen_sync._session.Session` of the client (what the
             consumer sends through; ``Queen.close`` stops the consumers of its session).
-        builder: the :class:`~queen_sync.queues.QueueBuilder` with the pop / consume settings
-            (``concurrency``, ``batch``, ``partitions``, ``each``, ``limit``, ``idle_millis``,
-            ``auto_ack``, ``renew_lease``, ``on_success``, ``on_error``, ...).
+        settings: the :class:`~queen_sync.consumer.BuilderSettings` the queue builder hands
+            over: its pop settings (``batch``, ``partitions``, ...) and consume settings
+            (``concurrency``, ``each``, ``limit``, ``idle_millis``, ``auto_ack``,
+            ``renew_lease``, ``on_success``, ``on_error``).
         handler: called with one message dict (``each()`` or ``batch == 1``), else with the
             list of one partition's messages of one pop.
         stop_event: optional ``threading.Event``; setting it stops the consumer: no pop starts
@@ -79,7 +79,8 @@ class Consumer:
 
     Raises:
         InvalidInputError: handler not callable, ``handle_signals`` outside the main
-            thread, a negative drain timeout, or both drain timeout arguments.
+            thread, a negative drain timeout, both drain timeout arguments, or ``settings``
+            not a :class:`~queen_sync.consumer.BuilderSettings`.
 
     Live counters (ints): :attr:`handled`, :attr:`acked`, :attr:`nacked`, :attr:`failed`,
     :attr:`skipped`, :attr:`renewals`, :attr:`ack_failures`, :attr:`ack_uncertain`, :attr:`uncertain`,
@@ -89,7 +90,7 @@ class Consumer:
     def __init__(
         self,
         session: "Session",
-        builder: "QueueBuilder",
+        settings: BuilderSettings,
         handler: Callable[[Any], Any],
         *,
         stop_event: Optional[threading.Event] = None,
@@ -112,7 +113,11 @@ class Consumer:
             raise InvalidInputError("handle_signals must be True or False, got %r" % (handle_signals,))
         if handle_signals and threading.current_thread() is not threading.main_thread():
             raise InvalidInputError("handle_signals=True works only in the main thread (Python signal rules)")
-        settings = read_builder(builder)
+        if not isinstance(settings, BuilderSettings):
+            raise InvalidInputError(
+                "Consumer() takes the consume settings a queue builder hands over; start a consumer with "
+                "queen.queue(name)...consume(handler), got %r" % (settings,)
+            )
         spec = settings.spec
         self._session = session
         self._queue = spec.queue

@@ -24,14 +24,13 @@ import os
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Callable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Protocol, Set
 
 from .. import _fork
 from ._log import log
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._session import Session
-    from ._consumer import Consumer
 
 __all__ = [
     "CLOSE_RELEASE_RESERVE_S",
@@ -46,8 +45,24 @@ __all__ = [
 #: deadline, in seconds (at most a quarter of the timeout).
 CLOSE_RELEASE_RESERVE_S = 1.0
 
+class RegisteredConsumer(Protocol):
+    """What the registry reads of a :class:`~queen_sync.consumer.Consumer` (which registers
+    itself: the registry does not import it)."""
+
+    _session: Any  #: the client's session (which client's consumer this is)
+    _queue: str
+    _started: bool
+    _done: threading.Event  #: set once every thread of the consumer ended
+    _pid: int  #: the process whose threads run it
+    _thread_ids: Set[int]
+
+    def _forked(self) -> bool: ...
+
+    def _request_stop(self, reason: str, drain_timeout: Optional[float] = None) -> None: ...
+
+
 # Consumers started in this process, for Queen.close() (see stop_consumers_for_close).
-_registry: "weakref.WeakSet[Consumer]" = weakref.WeakSet()
+_registry: "weakref.WeakSet[RegisteredConsumer]" = weakref.WeakSet()
 _registry_lock = threading.Lock()
 _registry_pid = os.getpid()  # the process the lock and the listed consumers belong to
 
@@ -80,21 +95,21 @@ def check_fork() -> None:
 _fork.after_fork_in_child(check_fork)
 
 
-def register(consumer: "Consumer") -> None:
+def register(consumer: "RegisteredConsumer") -> None:
     """List a consumer that starts its threads."""
     check_fork()
     with _registry_lock:
         _registry.add(consumer)
 
 
-def unregister(consumer: "Consumer") -> None:
+def unregister(consumer: "RegisteredConsumer") -> None:
     """Forget a consumer whose last thread ended."""
     check_fork()
     with _registry_lock:
         _registry.discard(consumer)
 
 
-def _consumers_of(session: "Session") -> List["Consumer"]:
+def _consumers_of(session: "Session") -> List["RegisteredConsumer"]:
     """The consumers of a client (its ``session``) running in this process (started, not
     ended, not a forked child's copy)."""
     check_fork()
