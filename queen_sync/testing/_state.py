@@ -12,12 +12,9 @@ import bisect
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ._util import fmt_ms, fmt_us, is_uuid, now_us, parse_ts_us, uuid4, uuid7
-
-if TYPE_CHECKING:
-    from ._streams import StreamsStore
 
 logger = logging.getLogger("queen_sync.testing")
 
@@ -159,6 +156,27 @@ class Journal(object):
         self.rows[key] = (part, group, row.snapshot() if row is not None else None)
 
 
+class Query(object):
+    __slots__ = ("id", "name", "source_queue", "sink_queue", "config_hash")
+
+    def __init__(self, name: str, source_queue: str, sink_queue: Optional[str], config_hash: str) -> None:
+        self.id = uuid4()
+        self.name = name
+        self.source_queue = source_queue
+        self.sink_queue = sink_queue
+        self.config_hash = config_hash
+
+
+class StreamsStore(object):
+    """Registered queries (by name and by id) and state rows: ``shards[(query id, partition id)]``
+    maps a key to ``(value, updated_at in epoch microseconds)``."""
+
+    def __init__(self) -> None:
+        self.by_name: Dict[str, Query] = {}
+        self.by_id: Dict[str, Query] = {}
+        self.shards: Dict[Tuple[str, str], Dict[str, Tuple[Any, int]]] = {}
+
+
 def _bool_param(v: Optional[str]) -> bool:
     return v in ("true", "1")
 
@@ -192,7 +210,7 @@ class BrokerState(object):
         self.msg_seq = 0
         self._journal: Optional[Journal] = None
         self._claims = 0
-        self.streams: Optional["StreamsStore"] = None  # Streams queries and state (see _streams)
+        self.streams: Optional[StreamsStore] = None  # Streams queries and state (see _streams)
 
     # ------------------------------------------------------------------ helpers (lock held)
     def _cond(self, queue: str) -> threading.Condition:

@@ -1,8 +1,9 @@
 """The Streams routes of the embedded broker: ``POST /streams/v1/queries`` (register),
 ``/streams/v1/cycle`` and ``/streams/v1/state/get``, with a Queen 0.15 broker's semantics.
 
-Owns the registered queries and the state rows, keyed by (query id, source partition id). A
-cycle is all-or-nothing under the broker lock: state upserts/deletes, then sink pushes, then
+The registered queries and the state rows, keyed by (query id, source partition id), are
+records of the broker store (:class:`~queen_sync.testing._state.StreamsStore`); this module
+gives them their semantics. A cycle is all-or-nothing under the broker lock: state upserts/deletes, then sink pushes, then
 the source ack (lease-checked when it carries a ``leaseId``); any failure undoes all of it and
 answers 200 ``success:false``. The real broker runs these as PL/pgSQL procedures, and its
 replies carry PostgreSQL's texts and casts (``->>`` text, ``::boolean``, ``::int``,
@@ -16,7 +17,7 @@ import uuid
 from decimal import Decimal
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._state import INVALID_LEASE, NOT_FOUND, QUEUE_MODE, BrokerState, Journal, Reply, Row
+from ._state import INVALID_LEASE, NOT_FOUND, QUEUE_MODE, BrokerState, Journal, Query, Reply, Row, StreamsStore
 from ._util import BadRequest, fmt_us, now_us, uuid4
 
 ROUTES = ("/streams/v1/queries", "/streams/v1/cycle", "/streams/v1/state/get")
@@ -55,27 +56,6 @@ class _PgError(Exception):
     def __init__(self, text: str) -> None:
         Exception.__init__(self, text)
         self.text = text
-
-
-class Query(object):
-    __slots__ = ("id", "name", "source_queue", "sink_queue", "config_hash")
-
-    def __init__(self, name: str, source_queue: str, sink_queue: Optional[str], config_hash: str) -> None:
-        self.id = uuid4()
-        self.name = name
-        self.source_queue = source_queue
-        self.sink_queue = sink_queue
-        self.config_hash = config_hash
-
-
-class StreamsStore(object):
-    """Registered queries (by name and by id) and state rows: ``shards[(query id, partition id)]``
-    maps a key to ``(value, updated_at in epoch microseconds)``."""
-
-    def __init__(self) -> None:
-        self.by_name: Dict[str, Query] = {}
-        self.by_id: Dict[str, Query] = {}
-        self.shards: Dict[Tuple[str, str], Dict[str, Tuple[Any, int]]] = {}
 
 
 def _store(st: BrokerState) -> StreamsStore:
