@@ -12,7 +12,8 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import unquote
 
-from ._state import QUEUE_MODE, BrokerState, Msg, Partition, Queue, Row
+from ._records import QUEUE_MODE, Msg, Partition, Queue, Row
+from ._state import BrokerState
 from ._util import BadRequest as _BadRequest
 from ._util import fmt_ms, now_us, parse_ts_us, uuid4
 

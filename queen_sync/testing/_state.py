@@ -1,180 +1,40 @@
-"""In-memory store and messaging semantics of the embedded Queen-compatible broker.
+"""The messaging routes of the embedded Queen-compatible broker: :class:`BrokerState`.
 
 Every public method of :class:`BrokerState` takes already-decoded request data and returns
-``(http_status, body)`` where ``body`` is a JSON-ready Python object. One lock protects the
-whole store; each queue has its own condition variable (sharing that lock) on which long-poll
-pops wait, woken by pushes, acks, lease releases and queue deletion.
+``(http_status, body)`` where ``body`` is a JSON-ready Python object: push, pop (long poll,
+partition claims, leases), ack, lease extend, configure, delete, DLQ reads. One lock protects
+the whole store; each queue has its own condition variable (sharing that lock) on which
+long-poll pops wait, woken by pushes, acks, lease releases and queue deletion.
+
+Where the rest lives: the records in :mod:`._records`, the store and the rules the routes
+share in :mod:`._store`, transactions in :mod:`._transactions`, Streams in :mod:`._streams`.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import threading
 import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from ._util import fmt_ms, fmt_us, is_uuid, now_us, parse_ts_us, uuid4, uuid7
+from ._records import (
+    BOOL_OPTIONS,
+    INVALID_LEASE,
+    NOT_FOUND,
+    OPTION_DEFAULTS,
+    QUEUE_MODE,
+    Lease,
+    Msg,
+    Partition,
+    Queue,
+    Reply,
+    Row,
+)
+from ._transactions import TransactionalStore
+from ._util import fmt_ms, fmt_us, is_uuid, now_us, parse_ts_us, uuid7
 
 logger = logging.getLogger("queen_sync.testing")
 
-QUEUE_MODE = "__QUEUE_MODE__"
-
-OPTION_DEFAULTS: Dict[str, Any] = {
-    "leaseTime": 300,
-    "retryLimit": 3,
-    "retryDelay": 1000,
-    "deadLetterQueue": False,
-    "dlqAfterMaxRetries": False,
-    "priority": 0,
-    "delayedProcessing": 0,
-    "windowBuffer": 0,
-    "maxSize": 0,
-    "ttl": 3600,
-    "retentionSeconds": 0,
-    "completedRetentionSeconds": 0,
-    "retentionEnabled": False,
-    "encryptionEnabled": False,
-    "maxWaitTimeSeconds": 0,
-}
-BOOL_OPTIONS = {"deadLetterQueue", "dlqAfterMaxRetries", "retentionEnabled", "encryptionEnabled"}
-
-DUP_TX_ERROR = 'duplicate key value violates unique constraint "messages_partition_transaction_unique"'
 CONFIGURE_NULL_ERROR = "[json.exception.type_error.306] cannot use value() with null"
-INVALID_LEASE = "Invalid or expired lease"
-NOT_FOUND = "Message not found"
-
-Reply = Tuple[int, Any]
-
-
-class Msg(object):
-    __slots__ = ("id", "txid", "data", "created", "trace_id", "partition", "idx", "deleted")
-
-    def __init__(self, mid: str, txid: str, data: Any, created: int, trace_id: Optional[str],
-                 partition: "Partition", idx: int) -> None:
-        self.id = mid
-        self.txid = txid
-        self.data = data
-        self.created = created
-        self.trace_id = trace_id
-        self.partition = partition
-        self.idx = idx
-        self.deleted = False
-
-
-class Row(object):
-    """One (partition, consumer group) cursor with its lease: PostgreSQL's partition_consumers."""
-
-    __slots__ = ("group", "cursor", "lease_id", "batch_size", "acked", "retry", "nacked_lease",
-                 "total_consumed", "batches_consumed", "last_consumed", "created")
-
-    def __init__(self, group: str, cursor: int, created: int) -> None:
-        self.group = group
-        self.cursor = cursor
-        self.lease_id: Optional[str] = None
-        self.batch_size = 0
-        self.acked = 0
-        self.retry = 0
-        self.nacked_lease: Optional[str] = None
-        self.total_consumed = 0
-        self.batches_consumed = 0
-        self.last_consumed: Optional[int] = None
-        self.created = created
-
-    def snapshot(self) -> tuple:
-        return tuple(getattr(self, k) for k in Row.__slots__)
-
-    def restore(self, snap: tuple) -> None:
-        for k, v in zip(Row.__slots__, snap):
-            setattr(self, k, v)
-
-
-class Partition(object):
-    __slots__ = ("id", "name", "queue", "messages", "created_list", "by_tx", "rows", "created",
-                 "last_activity")
-
-    def __init__(self, name: str, queue: "Queue", created: int) -> None:
-        self.id = uuid4()
-        self.name = name
-        self.queue = queue
-        self.messages: List[Msg] = []
-        self.created_list: List[int] = []
-        self.by_tx: Dict[str, Msg] = {}
-        self.rows: Dict[str, Row] = {}
-        self.created = created
-        self.last_activity: Optional[int] = None
-
-    def live_count(self) -> int:
-        return sum(1 for m in self.messages if not m.deleted)
-
-
-class Queue(object):
-    __slots__ = ("id", "name", "namespace", "task", "options", "partitions", "created", "rr")
-
-    def __init__(self, name: str, namespace: str, task: str, created: int) -> None:
-        self.id = uuid4()
-        self.name = name
-        self.namespace = namespace
-        self.task = task
-        self.options: Dict[str, Any] = dict(OPTION_DEFAULTS)
-        self.partitions: Dict[str, Partition] = {}
-        self.created = created
-        self.rr = 0
-
-    def lease_seconds(self) -> float:
-        lt = self.options.get("leaseTime") or 0
-        return float(lt) if lt > 0 else 60.0
-
-
-class Lease(object):
-    __slots__ = ("id", "queue", "group", "expires", "partitions")
-
-    def __init__(self, lid: str, queue: str, group: str, expires: int) -> None:
-        self.id = lid
-        self.queue = queue
-        self.group = group
-        self.expires = expires
-        self.partitions: List[Partition] = []
-
-
-class Journal(object):
-    """Undo log of one transaction: everything needed to roll the store back."""
-
-    def __init__(self) -> None:
-        self.rows: Dict[int, Tuple[Partition, str, Optional[tuple]]] = {}
-        self.messages: List[Msg] = []
-        self.partitions: List[Partition] = []
-        self.queues: List[Queue] = []
-        self.dlq_len: Optional[int] = None
-        self.leases: List["Lease"] = []
-
-    def save_row(self, part: Partition, group: str) -> None:
-        key = id(part) ^ hash(group)
-        if key in self.rows:
-            return
-        row = part.rows.get(group)
-        self.rows[key] = (part, group, row.snapshot() if row is not None else None)
-
-
-class Query(object):
-    __slots__ = ("id", "name", "source_queue", "sink_queue", "config_hash")
-
-    def __init__(self, name: str, source_queue: str, sink_queue: Optional[str], config_hash: str) -> None:
-        self.id = uuid4()
-        self.name = name
-        self.source_queue = source_queue
-        self.sink_queue = sink_queue
-        self.config_hash = config_hash
-
-
-class StreamsStore(object):
-    """Registered queries (by name and by id) and state rows: ``shards[(query id, partition id)]``
-    maps a key to ``(value, updated_at in epoch microseconds)``."""
-
-    def __init__(self) -> None:
-        self.by_name: Dict[str, Query] = {}
-        self.by_id: Dict[str, Query] = {}
-        self.shards: Dict[Tuple[str, str], Dict[str, Tuple[Any, int]]] = {}
 
 
 def _bool_param(v: Optional[str]) -> bool:
@@ -190,162 +50,8 @@ def _int_param(v: Optional[str], default: int) -> int:
         return default
 
 
-class BrokerState(object):
+class BrokerState(TransactionalStore):
     """The whole broker store. Thread-safe; see the module docstring."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.queues: Dict[str, Queue] = {}
-        self.partitions_by_id: Dict[str, Partition] = {}
-        self.leases: Dict[str, Lease] = {}
-        self.dlq: List[dict] = []  # rows, oldest failure first
-        self.meta: Dict[Tuple[str, str], dict] = {}  # (group, queue) -> subscription metadata
-        self.traces: List[dict] = []
-        self.conds: Dict[str, threading.Condition] = {}
-        self.maintenance = False
-        self.pop_maintenance = False
-        self.push_buffer: List[dict] = []  # pushes accepted while (push) maintenance mode is on
-        self.started = time.time()
-        self.stopping = False
-        self.msg_seq = 0
-        self._journal: Optional[Journal] = None
-        self._claims = 0
-        self.streams: Optional[StreamsStore] = None  # Streams queries and state (see _streams)
-
-    # ------------------------------------------------------------------ helpers (lock held)
-    def _cond(self, queue: str) -> threading.Condition:
-        c = self.conds.get(queue)
-        if c is None:
-            c = threading.Condition(self.lock)
-            self.conds[queue] = c
-        return c
-
-    def _notify(self, queue: str) -> None:
-        c = self.conds.get(queue)
-        if c is not None:
-            c.notify_all()
-
-    def wake_all(self) -> None:
-        """Wake every long poll (used when the server stops)."""
-        with self.lock:
-            for c in self.conds.values():
-                c.notify_all()
-
-    def _get_or_create_queue(self, name: str, now: int, journal: Optional[Journal] = None) -> Queue:
-        q = self.queues.get(name)
-        if q is None:
-            ns, _, task = name.partition(".")
-            q = Queue(name, ns if task else name, task, now)
-            self.queues[name] = q
-            if journal is not None:
-                journal.queues.append(q)
-        return q
-
-    def _get_or_create_partition(self, q: Queue, name: str, now: int,
-                                 journal: Optional[Journal] = None) -> Partition:
-        p = q.partitions.get(name)
-        if p is None:
-            p = Partition(name, q, now)
-            q.partitions[name] = p
-            self.partitions_by_id[p.id] = p
-            if journal is not None:
-                journal.partitions.append(p)
-        return p
-
-    def _lease_live(self, row: Row, now: int) -> bool:
-        lid = row.lease_id
-        if lid is None:
-            return False
-        lease = self.leases.get(lid)
-        if lease is not None and lease.expires > now:
-            return True
-        row.lease_id = None  # expired: the partition is claimable again (no retry counted)
-        return False
-
-    def _release(self, row: Row) -> None:
-        lid = row.lease_id
-        row.lease_id = None
-        row.batch_size = 0
-        row.acked = 0
-        if lid is not None:
-            lease = self.leases.get(lid)
-            if lease is not None and not any(
-                    (p.rows.get(lease.group) is not None and p.rows[lease.group].lease_id == lid)
-                    for p in lease.partitions):
-                # Fully released: forget it ("Lease not found" from now on, like the real broker).
-                del self.leases[lid]
-                if self._journal is not None:
-                    self._journal.leases.append(lease)
-
-    def _prune_leases(self, now: int) -> None:
-        """Forget leases that expired more than 10 minutes ago (bounded memory)."""
-        limit = now - 600 * 1_000_000
-        for lid in [lid for lid, lease in self.leases.items() if lease.expires < limit]:
-            del self.leases[lid]
-
-    def _start_cursor(self, part: Partition, group: str) -> int:
-        if group == QUEUE_MODE:
-            return 0
-        meta = self.meta.get((group, part.queue.name))
-        if not meta or meta.get("ts") is None:
-            return 0
-        return bisect.bisect_right(part.created_list, meta["ts"])
-
-    def _visible_until(self, part: Partition, now: int) -> Tuple[int, Optional[int]]:
-        """(latest visible created-time, time when more becomes visible) for delayedProcessing and
-        windowBuffer (both in seconds on the queue)."""
-        opts = part.queue.options
-        delay = opts.get("delayedProcessing") or 0
-        window = opts.get("windowBuffer") or 0
-        if not delay and not window:
-            return now, None
-        limit = now - int(delay) * 1_000_000
-        wake: Optional[int] = None
-        if window and part.created_list:
-            newest = part.created_list[-1]
-            if newest > now - int(window) * 1_000_000:
-                return -1, newest + int(window) * 1_000_000  # the whole partition waits
-        if delay:
-            i = bisect.bisect_right(part.created_list, limit)
-            if i < len(part.created_list):
-                wake = part.created_list[i] + int(delay) * 1_000_000
-        return limit, wake
-
-    def _available(self, part: Partition, row: Optional[Row], limit: int, now: int) -> List[Msg]:
-        out: List[Msg] = []
-        if limit <= 0:
-            return out
-        visible, _ = self._visible_until(part, now)
-        msgs = part.messages
-        i = row.cursor if row is not None else 0
-        n = len(msgs)
-        while i < n and len(out) < limit:
-            m = msgs[i]
-            if m.created > visible:
-                break
-            if not m.deleted:
-                out.append(m)
-            i += 1
-        return out
-
-    def _has_pending(self, part: Partition, row: Optional[Row], now: int) -> Tuple[bool, Optional[int]]:
-        """(has a deliverable message past the cursor, time at which one may become deliverable)."""
-        msgs = part.messages
-        i = row.cursor if row is not None else 0
-        for j in range(i, len(msgs)):
-            if not msgs[j].deleted:
-                visible, wake = self._visible_until(part, now)
-                if msgs[j].created > visible:
-                    return False, wake
-                return True, None
-        return False, None
-
-    def _advance(self, row: Row, msg: Msg, now: int) -> None:
-        # The real broker stores the acked message as the cursor (last_consumed_id): an ack of an
-        # earlier message moves it BACK, and the messages after it are delivered again.
-        row.cursor = msg.idx + 1
-        row.last_consumed = now
-        msg.partition.last_activity = now
 
     # ------------------------------------------------------------------ push
     def push(self, items: List[dict]) -> Reply:
@@ -377,31 +83,6 @@ class BrokerState(object):
             for qn in touched:
                 self._notify(qn)
         return 200, out
-
-    def _push_one(self, idx: int, it: dict, now: int, journal: Optional[Journal], touched: Set[str]) -> dict:
-        return self.insert_message(idx, it["queue"], it.get("partition") or "Default",
-                                   it.get("transactionId") or uuid4(), it.get("payload"), it.get("traceId"),
-                                   now, journal, touched)
-
-    def insert_message(self, idx: int, qname: str, pname: str, txid: str, payload: Any,
-                       trace_id: Optional[str], now: int, journal: Optional[Journal], touched: Set[str]) -> dict:
-        """Store one message (lock held), auto-creating its queue and partition; returns the
-        push result item (``queued``, or ``duplicate`` of the stored original)."""
-        q = self._get_or_create_queue(qname, now, journal)
-        p = self._get_or_create_partition(q, pname, now, journal)
-        existing = p.by_tx.get(txid)
-        if existing is not None:
-            return {"index": idx, "message_id": existing.id, "queueName": qname, "status": "duplicate",
-                    "transaction_id": txid}
-        m = Msg(uuid7(), txid, payload, now, trace_id, p, len(p.messages))
-        p.messages.append(m)
-        p.created_list.append(now)
-        p.by_tx[txid] = m
-        if journal is not None:
-            journal.messages.append(m)
-        touched.add(qname)
-        return {"index": idx, "message_id": m.id, "partition_id": p.id, "queueName": qname,
-                "status": "queued", "trace_id": m.trace_id, "transaction_id": txid}
 
     # ------------------------------------------------------------------ pop
     def pop(self, queue: str, partition: Optional[str], params: Dict[str, str],
@@ -660,25 +341,6 @@ class BrokerState(object):
         res["leaseReleased"] = False
         return res
 
-    def _count_ack(self, row: Row, live: bool) -> bool:
-        if not live:
-            self._release(row)
-            row.retry = 0
-            row.batches_consumed += 1
-            return True
-        row.acked += 1
-        if row.acked >= row.batch_size:
-            self._release(row)
-            row.retry = 0
-            row.batches_consumed += 1
-            return True
-        return False
-
-    def _to_dlq(self, m: Msg, group: str, error: str, retry_count: int, now: int) -> None:
-        p = m.partition
-        self.dlq.append({"msg": m, "group": group, "error": error, "retry": retry_count, "failed": now,
-                         "queue": p.queue.name, "partition": p})
-
     # ------------------------------------------------------------------ lease
     def extend(self, lease_id: str, seconds: int) -> Reply:
         """``POST /api/v1/lease/{leaseId}/extend``; new expiry = max(current, now + seconds)."""
@@ -700,151 +362,6 @@ class BrokerState(object):
             res["success"] = True
             res["expiresAt"] = fmt_ms(lease.expires)
         return 200, [res]
-
-    # ------------------------------------------------------------------ transaction
-    def transaction(self, operations: List[Any]) -> Reply:
-        """``POST /api/v1/transaction``: all-or-nothing pushes and acks."""
-        tx_id = uuid4()
-        journal = Journal()
-        touched: Set[str] = set()
-        with self.lock:
-            self._journal = journal
-            try:
-                return self._transaction_locked(operations, tx_id, journal, touched)
-            finally:
-                self._journal = None
-
-    def _transaction_locked(self, operations: List[Any], tx_id: str, journal: Journal, touched: Set[str]) -> Reply:
-        results: List[dict] = []
-        now = now_us()
-        error: Optional[str] = None
-        idx = 0
-        for op in operations:
-            op = op if isinstance(op, dict) else {}
-            typ = op.get("type")
-            if typ == "push":
-                raw_items = op.get("items")
-                items = raw_items if isinstance(raw_items, list) else []
-                dup = False
-                for it in items:
-                    it = it if isinstance(it, dict) else {}
-                    qn = it.get("queue")
-                    if not isinstance(qn, str):
-                        error = "Queue must be a string"
-                        break
-                    q = self.queues.get(qn)
-                    p = q.partitions.get(it.get("partition") or "Default") if q is not None else None
-                    txid = it.get("transactionId")
-                    tid = it.get("traceId")
-                    if tid is not None and not is_uuid(tid):
-                        error = 'invalid input syntax for type uuid: "%s"' % (tid,)
-                        break
-                    if p is not None and isinstance(txid, str) and txid in p.by_tx:
-                        dup = True
-                        break
-                    r = self._push_one(idx, it, now, journal, touched)
-                    if r["status"] == "duplicate":
-                        dup = True
-                        break
-                    results.append({"index": idx, "type": "push", "success": True,
-                                    "transactionId": r["transaction_id"], "messageId": r["message_id"],
-                                    "partitionId": r["partition_id"], "queueName": qn})
-                    idx += 1
-                if dup:
-                    error = DUP_TX_ERROR
-                if error:
-                    results = []
-                    break
-            elif typ == "ack":
-                r, err = self._tx_ack(idx, op, now, journal, touched)
-                results.append(r)
-                idx += 1
-                if err is not None:
-                    error = "ACK operation failed: " + err
-                    break
-            else:
-                text = "Unknown operation type: %s" % (typ if isinstance(typ, str) else
-                                                       ("null" if typ is None else str(typ)))
-                results.append({"index": idx, "type": typ, "success": False, "error": text})
-                error = text
-                break
-        if error is not None:
-            self._rollback(journal)
-            return 200, {"success": False, "error": error, "transactionId": tx_id, "results": results}
-        for qn in touched:
-            self._notify(qn)
-        return 200, {"success": True, "transactionId": tx_id, "results": results}
-
-    def _tx_ack(self, idx: int, op: dict, now: int, journal: Journal, touched: Set[str]) -> Tuple[dict, Optional[str]]:
-        txid = op.get("transactionId")
-        res = {"index": idx, "type": "ack", "success": False, "transactionId": txid, "error": None, "dlq": False}
-        group = op.get("consumerGroup") or QUEUE_MODE
-        status = op.get("status", "completed")
-        if status is None:
-            status = "completed"
-        lease_id = op.get("leaseId") or None
-        pid = op.get("partitionId")
-        p = self.partitions_by_id.get(pid) if isinstance(pid, str) else None
-        m = p.by_tx.get(txid) if (p is not None and isinstance(txid, str)) else None
-        if m is None or m.deleted:
-            res["error"] = NOT_FOUND
-            return res, NOT_FOUND
-        assert p is not None
-        row = p.rows.get(group)
-        if lease_id is not None:
-            if row is None or row.lease_id != lease_id or not self._lease_live(row, now):
-                res["error"] = INVALID_LEASE
-                return res, INVALID_LEASE
-        if not isinstance(status, str) or status not in ("completed", "success", "failed", "dlq"):
-            return res, "Unknown error"
-        journal.save_row(p, group)
-        if row is None:
-            row = Row(group, self._start_cursor(p, group), now)
-            p.rows[group] = row
-        live = self._lease_live(row, now)
-        touched.add(p.queue.name)
-        if status in ("failed", "dlq"):
-            if journal.dlq_len is None:
-                journal.dlq_len = len(self.dlq)
-            err = op.get("error")
-            self._to_dlq(m, group, err if isinstance(err, str) and err else "Unknown error", 0, now)
-            self._advance(row, m, now)
-            res["dlq"] = True
-        else:
-            self._advance(row, m, now)
-            row.total_consumed += 1
-        if live:
-            self._count_ack(row, True)
-        res["success"] = True
-        return res, None
-
-    def _rollback(self, journal: Journal) -> None:
-        for m in reversed(journal.messages):
-            p = m.partition
-            if p.messages and p.messages[-1] is m:
-                p.messages.pop()
-                p.created_list.pop()
-            p.by_tx.pop(m.txid, None)
-        for p, group, snap in journal.rows.values():
-            if snap is None:
-                p.rows.pop(group, None)
-            else:
-                row = p.rows.get(group)
-                if row is None:
-                    row = Row(group, 0, 0)
-                    p.rows[group] = row
-                row.restore(snap)
-        for p in reversed(journal.partitions):
-            if not p.messages:
-                p.queue.partitions.pop(p.name, None)
-                self.partitions_by_id.pop(p.id, None)
-        for q in reversed(journal.queues):
-            if not q.partitions:
-                self.queues.pop(q.name, None)
-        if journal.dlq_len is not None:
-            del self.dlq[journal.dlq_len:]
-        for lease in journal.leases:
-            self.leases[lease.id] = lease
 
     # ------------------------------------------------------------------ configure / delete
     def configure(self, body: dict) -> Reply:
@@ -948,3 +465,4 @@ def _pg_type_error(v: Any, typ: str) -> str:
     text = v if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
     return ('ERROR:  invalid input syntax for type %s: "%s"\nCONTEXT:  PL/pgSQL function '
             "queen.configure_queue_v1(text,jsonb) line 27 at assignment\n" % (typ, text))
+

@@ -2,7 +2,7 @@
 ``/streams/v1/cycle`` and ``/streams/v1/state/get``, with a Queen 0.15 broker's semantics.
 
 The registered queries and the state rows, keyed by (query id, source partition id), are
-records of the broker store (:class:`~queen_sync.testing._state.StreamsStore`); this module
+records of the broker store (:class:`~queen_sync.testing._records.StreamsStore`); this module
 gives them their semantics. A cycle is all-or-nothing under the broker lock: state upserts/deletes, then sink pushes, then
 the source ack (lease-checked when it carries a ``leaseId``); any failure undoes all of it and
 answers 200 ``success:false``. The real broker runs these as PL/pgSQL procedures, and its
@@ -17,7 +17,8 @@ import uuid
 from decimal import Decimal
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._state import INVALID_LEASE, NOT_FOUND, QUEUE_MODE, BrokerState, Journal, Query, Reply, Row, StreamsStore
+from ._records import INVALID_LEASE, NOT_FOUND, QUEUE_MODE, Journal, Query, Reply, Row, StreamsStore
+from ._state import BrokerState
 from ._util import BadRequest, fmt_us, now_us, uuid4
 
 ROUTES = ("/streams/v1/queries", "/streams/v1/cycle", "/streams/v1/state/get")
