@@ -19,8 +19,11 @@ partition moves its cursor past it (then in ``acked``). If the reply to the last
 batch says the lease is still held (a lost ack never arrived), the last message is acked
 again, at most once per such ack, until the broker releases the lease (an earlier ack is not
 resent: it would move the partition's cursor back). Any other ack, nack or release whose
-reply was lost is resent; a resent copy refused with ``Invalid or expired lease`` means the
-first copy landed (it released the lease) and counts as done.
+reply was lost is resent. A resent copy refused with ``Invalid or expired lease`` proves
+nothing: the first copy may have landed (it released the lease) or never arrived while the
+lease expired (the broker redelivers the message), so such an ack counts in
+``ack_uncertain`` and such a nack in ``uncertain``; a release counts as done (either way
+the message is free to be redelivered).
 
 Releases (:meth:`Acks.release_units`) hand popped messages back unhandled with ack status
 ``retry`` (the broker redelivers them without counting a retry); only releases the broker
@@ -32,7 +35,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Optional, Set
 
-from ..errors import AckError, ClientClosedError
+from ..errors import ClientClosedError
 from ._calls import Broker
 from ._log import ids, log
 from ._outage import backoff, maybe_sent, transient
@@ -195,67 +198,20 @@ class Acks:
         ``{"success": True, "uncertain": True}``.
 
         A copy resent after a lost reply that the broker refuses with ``Invalid or expired
-        lease`` means the first copy was applied (it released the lease): its result is
-        ``{"success": True, "landed": True, "leaseReleased": True}``. ``invalid_lease_ok``
-        reads that refusal the same way on the first attempt (re-acks of
-        :meth:`_complete_batch_count`)."""
-        context: Dict[str, Any] = {}
-        if self._group is not None:
-            context["group"] = self._group
-        if error is not None:
-            context["error"] = error
-        target: Any = msgs[0] if len(msgs) == 1 else msgs
+        lease`` proves nothing: the first copy may have landed (and released the lease), or
+        it never arrived and the lease expired meanwhile (the broker redelivers the message).
+        An ack then gives ``{"success": True, "uncertain": True}`` (``ack_uncertain``), a
+        nack ``{"success": False, "abandoned": True}`` (``uncertain``); a release counts as
+        done either way (the message is free for redelivery): ``{"success": True, "landed":
+        True, "leaseReleased": True}``. ``invalid_lease_ok`` reads that refusal as done on the
+        first attempt (re-acks of :meth:`_complete_batch_count`, whose message was acked
+        already)."""
         attempt = 0
         uncertain = False
         while True:
             t0 = time.monotonic()
             try:
-                got = self._broker.ack(target, status, context or None)
-                self._st.outage.success(t0)
-                return [got] if isinstance(got, dict) else list(got)
-            except AckError as exc:
-                self._st.outage.success(t0)
-                failed = list(exc.failed) or [
-                    {"transactionId": m.get("transactionId"), "error": exc.error, "success": False} for m in msgs
-                ]
-                results = list(exc.results) if len(exc.results) == len(msgs) else failed
-                by_tx = {m.get("transactionId"): m for m in msgs}
-                if uncertain or invalid_lease_ok:
-                    landed = {r.get("transactionId") for r in failed if r.get("error") == INVALID_LEASE}
-                    if landed:
-                        results = [
-                            dict(r, success=True, error=None, landed=True, leaseReleased=True)
-                            if r.get("success") is not True and r.get("transactionId") in landed
-                            else r
-                            for r in results
-                        ]
-                        failed = [r for r in failed if r.get("transactionId") not in landed]
-                        log.info(
-                            "%s of %d message(s) of queue %r refused with %r %s: counted as done (its lease "
-                            "is released): %s",
-                            verb,
-                            len(landed),
-                            self._st.queue,
-                            INVALID_LEASE,
-                            "after an earlier attempt whose reply was lost (that one was applied)"
-                            if uncertain
-                            else "(the lease is no longer held)",
-                            ids([by_tx.get(t, {"transactionId": t}) for t in landed]),
-                        )
-                        if not failed:
-                            return results
-                refused_msgs = [by_tx.get(r.get("transactionId"), {"transactionId": r.get("transactionId")}) for r in failed]
-                log.warning(
-                    "%s of %d of %d message(s) of queue %r refused by the broker (%s)%s: %s",
-                    verb,
-                    len(failed),
-                    len(msgs),
-                    self._st.queue,
-                    ", ".join(sorted({str(r.get("error")) for r in failed})),
-                    " after an earlier attempt whose reply was lost (it may have been applied)" if uncertain else "",
-                    ids(refused_msgs),
-                )
-                return results
+                results = self._broker.ack_popped(msgs, status, self._group, error)
             except ClientClosedError:
                 log.warning("client closed before the %s of %d message(s) of queue %r: %s", verb, len(msgs), self._st.queue, ids(msgs))
                 self._st.request_stop("closed")
@@ -308,6 +264,75 @@ class Acks:
                 self._st.outage.failure(verb, exc, t0)
                 self._st.abort_evt.wait(backoff(attempt))
                 attempt += 1
+                continue
+            self._st.outage.success(t0)
+            failed = [r for r in results if r.get("success") is not True]
+            if not failed:
+                return results
+            return self._refused(msgs, status, verb, results, failed, uncertain, invalid_lease_ok)
+
+    def _refused(
+        self,
+        msgs: List[Message],
+        status: Any,
+        verb: str,
+        results: List[Dict[str, Any]],
+        failed: List[Dict[str, Any]],
+        resent: bool,
+        invalid_lease_ok: bool,
+    ) -> List[Dict[str, Any]]:
+        """The results of an ack the broker refused (some or all items): logged, and read
+        after a resend as :meth:`_send_ack` says."""
+        by_tx = {m.get("transactionId"): m for m in msgs}
+        if resent or invalid_lease_ok:
+            gone = {r.get("transactionId") for r in failed if r.get("error") == INVALID_LEASE}
+            if gone:
+                done = invalid_lease_ok or status == "retry"
+                if done:
+                    mark: Dict[str, Any] = {"success": True, "error": None, "landed": True, "leaseReleased": True}
+                elif status is True:
+                    mark = {"success": True, "uncertain": True}
+                else:
+                    mark = {"abandoned": True}
+                results = [dict(r, **mark) if r.get("transactionId") in gone else r for r in results]
+                failed = [r for r in failed if r.get("transactionId") not in gone]
+                gone_msgs = ids([by_tx.get(t, {"transactionId": t}) for t in gone])
+                if done:
+                    log.info(
+                        "%s of %d message(s) of queue %r refused with %r %s: counted as done (its lease is "
+                        "no longer held): %s",
+                        verb,
+                        len(gone),
+                        self._st.queue,
+                        INVALID_LEASE,
+                        "after an earlier attempt whose reply was lost" if resent else "",
+                        gone_msgs,
+                    )
+                else:
+                    log.warning(
+                        "%s of %d message(s) of queue %r resent after a lost reply and refused with %r: the first "
+                        "copy may have been applied, or the lease expired before it arrived (then the broker "
+                        "redelivers them); counted as uncertain: %s",
+                        verb,
+                        len(gone),
+                        self._st.queue,
+                        INVALID_LEASE,
+                        gone_msgs,
+                    )
+                if not failed:
+                    return results
+        refused_msgs = [by_tx.get(r.get("transactionId"), {"transactionId": r.get("transactionId")}) for r in failed]
+        log.warning(
+            "%s of %d of %d message(s) of queue %r refused by the broker (%s)%s: %s",
+            verb,
+            len(failed),
+            len(msgs),
+            self._st.queue,
+            ", ".join(sorted({str(r.get("error")) for r in failed})),
+            " after an earlier attempt whose reply was lost (it may have been applied)" if resent else "",
+            ids(refused_msgs),
+        )
+        return results
 
     def release_units(self, units: List[Unit]) -> None:
         """Hand unhandled messages back to the broker (ack status ``retry``) and forget them.
