@@ -33,7 +33,7 @@ confirmed count as ``released``.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..errors import ClientClosedError
 from ._calls import Broker
@@ -54,6 +54,25 @@ def moved_cursor(results: Optional[List[Dict[str, Any]]], ok: bool) -> bool:
     if not results or any(r.get("success") is not True or r.get("uncertain") for r in results):
         return False
     return ok or all(r.get("dlq") is True for r in results)
+
+
+def _tally(results: List[Dict[str, Any]]) -> Tuple[int, int, int, bool]:
+    """``(refused, abandoned, uncertain, lease_gone)`` of an ack's results, in one pass:
+    refused by the broker, given up on (outcome unknown), not resent after a lost reply, and
+    whether a refusal says the lease is gone."""
+    refused = abandoned = unsure = 0
+    lease_gone = False
+    for r in results:
+        if r.get("success") is not True:
+            if r.get("abandoned"):
+                abandoned += 1
+            else:
+                refused += 1
+                if r.get("error") == INVALID_LEASE:
+                    lease_gone = True
+        elif r.get("uncertain"):
+            unsure += 1
+    return refused, abandoned, unsure, lease_gone
 
 
 class Acks:
@@ -95,8 +114,9 @@ class Acks:
             return False
         last = unit.pos >= len(unit.msgs)  # no message of this partition's batch after these
         results: Optional[List[Dict[str, Any]]] = None
+        clean = False
         try:
-            results = self._send_ack(msgs, ok, error, verb, covered_later=ok and not last)
+            results, clean = self._send_ack(msgs, ok, error, verb, covered_later=ok and not last)
             if (
                 last
                 and unit.unsure
@@ -106,33 +126,38 @@ class Acks:
             ):
                 self._complete_batch_count(unit, msgs[-1])
         finally:
-            refused = None if results is None else [
-                r for r in results if r.get("success") is not True and not r.get("abandoned")
-            ]
-            n_refused = len(msgs) if refused is None else len(refused)
-            n_abandoned = 0 if results is None else sum(1 for r in results if r.get("abandoned"))
-            n_unsure = 0 if results is None else sum(1 for r in results if r.get("uncertain"))
-            moved = moved_cursor(results, ok)
-            lease_gone = refused is not None and any(r.get("error") == INVALID_LEASE for r in refused)
+            if clean:  # every item accepted (the common case): no pass over the results
+                n_refused = n_abandoned = n_unsure = 0
+                lease_gone = False
+                moved = ok or moved_cursor(results, ok)
+            elif results is None:
+                n_refused, n_abandoned, n_unsure, lease_gone, moved = len(msgs), 0, 0, False, False
+            else:
+                n_refused, n_abandoned, n_unsure, lease_gone = _tally(results)
+                moved = moved_cursor(results, ok)
             # a nack releases the partition, unless it moved the message to the dead-letter
             # queue (retries exhausted): then the cursor moved on and the lease is still held
             released = not ok and not (results and all(r.get("dlq") is True for r in results))
-            with self._st.lock:
-                self._st.stats.ack_failures += n_refused
-                self._st.stats.uncertain += n_abandoned
+            st = self._st
+            with st.lock:
+                stats = st.stats
+                if n_refused:
+                    stats.ack_failures += n_refused
+                if n_abandoned:
+                    stats.uncertain += n_abandoned
                 if ok:
-                    self._st.stats.acked += len(msgs) - n_refused - n_unsure - n_abandoned
-                    self._st.stats.ack_uncertain += n_unsure
+                    stats.acked += len(msgs) - n_refused - n_unsure - n_abandoned
+                    stats.ack_uncertain += n_unsure
                 else:
-                    self._st.stats.nacked += len(msgs) - n_refused - n_abandoned
+                    stats.nacked += len(msgs) - n_refused - n_abandoned
                 if n_unsure:
                     unit.unsure += n_unsure
                     unit.unconfirmed += n_unsure
                 elif moved and unit.unconfirmed:
                     # this ack moved the partition's cursor past the earlier messages whose
                     # ack is unconfirmed: they count as consumed now
-                    self._st.stats.ack_uncertain -= unit.unconfirmed
-                    self._st.stats.acked += unit.unconfirmed
+                    stats.ack_uncertain -= unit.unconfirmed
+                    stats.acked += unit.unconfirmed
                     unit.unconfirmed = 0
                 if lease is not None:
                     lease.acks_in_flight -= 1
@@ -140,8 +165,9 @@ class Acks:
                         lease.released.add(unit.pid)
                     if lease_gone:
                         lease.lost = True
-                self._st.lock.notify_all()
-            self._st.resolve(msgs, unit)
+                    if lease.acks_in_flight == 0:
+                        st.acks_settled_locked()
+                st.resolve_locked(msgs, unit)
         return not released and not lease_gone
 
     def _complete_batch_count(self, unit: Unit, last: Message) -> None:
@@ -156,7 +182,7 @@ class Acks:
         n = unit.unsure
         unit.unsure = 0
         for i in range(n):
-            got = self._send_ack([last], True, None, "re-ack", invalid_lease_ok=True)
+            got, _clean = self._send_ack([last], True, None, "re-ack", invalid_lease_ok=True)
             if not got or got[0].get("success") is not True:
                 break
             if got[0].get("leaseReleased") is True:
@@ -185,10 +211,11 @@ class Acks:
         verb: str,
         covered_later: bool = False,
         invalid_lease_ok: bool = False,
-    ) -> Optional[List[Dict[str, Any]]]:
+    ) -> Tuple[Optional[List[Dict[str, Any]]], bool]:
         """Send one ack / batch ack, retrying connection errors with backoff (until the
-        consumer is aborted). Returns the broker's per-item results (refused ones have
-        ``success`` false, and are logged), or None when it could not be sent at all. A
+        consumer is aborted). Returns ``(results, clean)``: the broker's per-item results
+        (refused ones have ``success`` false, and are logged), or None when it could not be
+        sent at all; ``clean`` is True when the broker accepted every item. A
         transient failure once the consumer is aborted (the stop gave up on the broker) gives
         ``{"success": False, "abandoned": True}`` per message: outcome unknown.
 
@@ -215,7 +242,7 @@ class Acks:
             except ClientClosedError:
                 log.warning("client closed before the %s of %d message(s) of queue %r: %s", verb, len(msgs), self._st.queue, ids(msgs))
                 self._st.request_stop("closed")
-                return None
+                return None, False
             except Exception as exc:
                 if transient(exc) and self._st.abort_evt.is_set():
                     # the stop gave up on the broker (unreachable, or the drain timeout passed
@@ -235,7 +262,7 @@ class Acks:
                     return [
                         {"transactionId": m.get("transactionId"), "success": False, "error": str(exc), "abandoned": True}
                         for m in msgs
-                    ]
+                    ], False
                 if not transient(exc):
                     log.warning(
                         "%s of %d message(s) of queue %r failed: %s (the broker redelivers them after the lease): %s",
@@ -245,7 +272,7 @@ class Acks:
                         exc,
                         ids(msgs),
                     )
-                    return None
+                    return None, False
                 if maybe_sent(exc):
                     if covered_later:
                         # The broker may have applied it: a second copy would be counted twice
@@ -259,7 +286,7 @@ class Acks:
                             exc,
                         )
                         self._st.outage.failure(verb, exc, t0)
-                        return [{"transactionId": m.get("transactionId"), "success": True, "uncertain": True} for m in msgs]
+                        return [{"transactionId": m.get("transactionId"), "success": True, "uncertain": True} for m in msgs], False
                     uncertain = True
                 self._st.outage.failure(verb, exc, t0)
                 self._st.abort_evt.wait(backoff(attempt))
@@ -268,8 +295,8 @@ class Acks:
             self._st.outage.success(t0)
             failed = [r for r in results if r.get("success") is not True]
             if not failed:
-                return results
-            return self._refused(msgs, status, verb, results, failed, uncertain, invalid_lease_ok)
+                return results, True
+            return self._refused(msgs, status, verb, results, failed, uncertain, invalid_lease_ok), False
 
     def _refused(
         self,
@@ -360,7 +387,7 @@ class Acks:
         refused_tx: Set[Any] = set()
         if send:
             try:
-                results = self._send_ack(send, "retry", None, "release")
+                results, _clean = self._send_ack(send, "retry", None, "release")
             finally:
                 if results is not None:
                     refused_tx = {r.get("transactionId") for r in results if r.get("success") is not True}
@@ -370,7 +397,7 @@ class Acks:
                             unit.lease.acks_in_flight -= 1
                             unit.lease.released.add(unit.pid)
                     self._st.stats.ack_failures += len(send) if results is None else len(refused_tx)
-                    self._st.lock.notify_all()
+                    self._st.acks_settled_locked()
         for unit, rest in todo:
             if not any(unit is u for u in sent_units):
                 self._st.resolve(rest, unit, handled=False, lost=True)
