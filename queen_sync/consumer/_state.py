@@ -54,13 +54,16 @@ class ConsumeResult:
             (each logged with the message ids).
         ack_uncertain: ``completed`` acks whose reply was lost and that were not resent (see
             "lost ack replies" in :mod:`queen_sync.consumer._acks`), not yet confirmed by a
-            later ack of the same partition; once confirmed they move to ``acked``. Those left
+            later ack of the same partition; once confirmed they move to ``acked``. Also
+            ``completed`` acks resent after a lost reply and refused with ``Invalid or expired
+            lease`` (the first copy landed, or the lease expired before it arrived). Those left
             at the end may or may not have been applied (if not, the broker redelivers the
             message).
         uncertain: handled messages whose ack / nack was still pending (being retried
             through a broker outage) when the consumer gave up on it: it stopped with reason
             ``"unreachable"``, or its drain timeout passed while the broker could not be
-            reached. The consumer cannot tell whether the broker applied it (an earlier
+            reached; and nacks resent after a lost reply and refused with ``Invalid or
+            expired lease``. The consumer cannot tell whether the broker applied it (an earlier
             attempt may have landed with its reply lost); if it did not, the broker
             redelivers the message once its lease expires. Logged at WARNING.
         skipped: messages not delivered because an earlier message of the same partition in
