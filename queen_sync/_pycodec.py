@@ -327,7 +327,12 @@ def encode_ack_batch(
         raise InvalidInputError("refusing to send an empty batch ack (a Queen 0.15 broker never answers one)")
     acks = []
     for i, message in enumerate(messages):
-        tx, pid = _ack_ids(message, "ack item %d" % i)
+        if isinstance(message, dict):  # the common case: _ack_ids' checks, its error text made only on failure
+            tx, pid = message.get("transactionId"), message.get("partitionId")
+            if not (isinstance(tx, str) and tx and isinstance(pid, str) and pid):
+                _ack_ids(message, "ack item %d" % i)  # raises
+        else:
+            tx, pid = _ack_ids(message, "ack item %d" % i)
         item = {"transactionId": tx, "partitionId": pid, "status": normalize_status(message.get("_status", status))}
         lease = message.get("leaseId")
         if lease:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import types
+from collections.abc import Mapping
 import uuid
 from typing import Any, Callable, Tuple
 
@@ -290,6 +291,50 @@ def test_ack_bodies_identical(message: Any, status: Any, group: Any, error: Any)
 @given(batch=st.lists(messages, max_size=6) | st.none(), status=statuses, group=groups, error=errors)
 def test_ack_batch_bodies_identical(batch: Any, status: Any, group: Any, error: Any) -> None:
     same("encode_ack_batch", batch, status, group, error)
+
+
+class _BoundLike(dict):  # a dict subclass with dict's own get(), as queen_sync.Message
+    pass
+
+
+class _OwnGet(dict):  # a dict subclass whose get() differs from its items
+    def get(self, key: Any, default: Any = None) -> Any:
+        return "own-" + key if key in ("transactionId", "partitionId") else dict.get(self, key, default)
+
+
+class _MappingMessage(Mapping):  # type: ignore[type-arg]  # a Mapping that is no dict
+    def __init__(self, d: Any) -> None:
+        self._d = dict(d)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._d[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+wrapped_messages = st.tuples(st.sampled_from([dict, _BoundLike, _OwnGet, _MappingMessage]), dict_messages).map(
+    lambda pair: pair[0](pair[1])
+)
+
+
+@SETTINGS
+@given(batch=st.lists(wrapped_messages | messages, min_size=1, max_size=6), status=statuses, group=groups,
+       error=errors)
+def test_ack_batch_of_dict_subclasses_identical_with_the_same_error_text(
+    batch: Any, status: Any, group: Any, error: Any
+) -> None:
+    # the compiled backend reads dicts whose get() is dict's own in C: same body, same text
+    texts = []
+    for backend in (PY, CY):
+        try:
+            texts.append(("ok", backend.encode_ack_batch(batch, status, group, error)))
+        except Exception as exc:  # noqa: BLE001 - compared below
+            texts.append((type(exc).__name__, str(exc)))
+    assert texts[0] == texts[1], texts
 
 
 @SETTINGS

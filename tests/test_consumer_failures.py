@@ -158,7 +158,8 @@ def test_broker_restart_mid_consume_loses_nothing(embedded_broker: Any, caplog: 
         assert len(handled) == len(set(handled))
         assert set(handled) == pushed  # nothing lost
         assert {p: seq for p, seq in order.items()} == {"p%d" % p: list(range(25)) for p in range(8)}  # in order
-        assert res.acked + res.ack_failures >= len(pushed)
+        # an ack resent after the restart and refused (lease released or expired) is uncertain
+        assert res.acked + res.ack_failures + res.ack_uncertain >= len(pushed)
         assert client.queue(qname).group("g").batch(50).partitions(8).pop() == []
         msgs = [r for r in caplog.records if r.name == "queen_sync.consumer"]
         assert sum("cannot reach" in r.getMessage() for r in msgs) == 1

@@ -50,9 +50,14 @@ def test_lost_ack_reply_does_not_keep_the_partition_locked(
     caplog.set_level(logging.INFO, logger="queen_sync.consumer")
     res, handled = _run(embedded_broker, route, action, which)
     assert handled == list(range(10))
-    # every ack confirmed: none uncertain, none counted as a failure
+    # Every ack confirmed, none counted as a failure, except a lost reply to the last ack of
+    # the batch (the only one resent) whose first copy was applied: the resend is refused
+    # with "Invalid or expired lease", which cannot tell "applied" from "the lease expired
+    # before it arrived", so those stay uncertain (see test_consumer_ack_resend.py).
+    resent_applied = action == "drop_after" and (route, which) != ("/api/v1/ack", "first")
+    unsure = (1 if route == "/api/v1/ack" else 10) if resent_applied else 0
     assert (res.reason, res.handled, res.acked, res.ack_failures, res.ack_uncertain, res.lost) == (
-        "limit", 10, 10, 0, 0, 0), res
+        "limit", 10, 10 - unsure, 0, unsure, 0), res
     group = Queen(embedded_broker.url)
     try:
         # the lease was released: another client gets the other 10 at once (no lease wait),

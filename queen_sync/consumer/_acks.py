@@ -19,8 +19,11 @@ partition moves its cursor past it (then in ``acked``). If the reply to the last
 batch says the lease is still held (a lost ack never arrived), the last message is acked
 again, at most once per such ack, until the broker releases the lease (an earlier ack is not
 resent: it would move the partition's cursor back). Any other ack, nack or release whose
-reply was lost is resent; a resent copy refused with ``Invalid or expired lease`` means the
-first copy landed (it released the lease) and counts as done.
+reply was lost is resent. A resent copy refused with ``Invalid or expired lease`` proves
+nothing: the first copy may have landed (it released the lease) or never arrived while the
+lease expired (the broker redelivers the message), so such an ack counts in
+``ack_uncertain`` and such a nack in ``uncertain``; a release counts as done (either way
+the message is free to be redelivered).
 
 Releases (:meth:`Acks.release_units`) hand popped messages back unhandled with ack status
 ``retry`` (the broker redelivers them without counting a retry); only releases the broker
@@ -30,9 +33,9 @@ confirmed count as ``released``.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
-from ..errors import AckError, ClientClosedError
+from ..errors import ClientClosedError
 from ._calls import Broker
 from ._log import ids, log
 from ._outage import backoff, maybe_sent, transient
@@ -51,6 +54,25 @@ def moved_cursor(results: Optional[List[Dict[str, Any]]], ok: bool) -> bool:
     if not results or any(r.get("success") is not True or r.get("uncertain") for r in results):
         return False
     return ok or all(r.get("dlq") is True for r in results)
+
+
+def _tally(results: List[Dict[str, Any]]) -> Tuple[int, int, int, bool]:
+    """``(refused, abandoned, uncertain, lease_gone)`` of an ack's results, in one pass:
+    refused by the broker, given up on (outcome unknown), not resent after a lost reply, and
+    whether a refusal says the lease is gone."""
+    refused = abandoned = unsure = 0
+    lease_gone = False
+    for r in results:
+        if r.get("success") is not True:
+            if r.get("abandoned"):
+                abandoned += 1
+            else:
+                refused += 1
+                if r.get("error") == INVALID_LEASE:
+                    lease_gone = True
+        elif r.get("uncertain"):
+            unsure += 1
+    return refused, abandoned, unsure, lease_gone
 
 
 class Acks:
@@ -92,8 +114,9 @@ class Acks:
             return False
         last = unit.pos >= len(unit.msgs)  # no message of this partition's batch after these
         results: Optional[List[Dict[str, Any]]] = None
+        clean = False
         try:
-            results = self._send_ack(msgs, ok, error, verb, covered_later=ok and not last)
+            results, clean = self._send_ack(msgs, ok, error, verb, covered_later=ok and not last)
             if (
                 last
                 and unit.unsure
@@ -103,33 +126,38 @@ class Acks:
             ):
                 self._complete_batch_count(unit, msgs[-1])
         finally:
-            refused = None if results is None else [
-                r for r in results if r.get("success") is not True and not r.get("abandoned")
-            ]
-            n_refused = len(msgs) if refused is None else len(refused)
-            n_abandoned = 0 if results is None else sum(1 for r in results if r.get("abandoned"))
-            n_unsure = 0 if results is None else sum(1 for r in results if r.get("uncertain"))
-            moved = moved_cursor(results, ok)
-            lease_gone = refused is not None and any(r.get("error") == INVALID_LEASE for r in refused)
+            if clean:  # every item accepted (the common case): no pass over the results
+                n_refused = n_abandoned = n_unsure = 0
+                lease_gone = False
+                moved = ok or moved_cursor(results, ok)
+            elif results is None:
+                n_refused, n_abandoned, n_unsure, lease_gone, moved = len(msgs), 0, 0, False, False
+            else:
+                n_refused, n_abandoned, n_unsure, lease_gone = _tally(results)
+                moved = moved_cursor(results, ok)
             # a nack releases the partition, unless it moved the message to the dead-letter
             # queue (retries exhausted): then the cursor moved on and the lease is still held
             released = not ok and not (results and all(r.get("dlq") is True for r in results))
-            with self._st.lock:
-                self._st.stats.ack_failures += n_refused
-                self._st.stats.uncertain += n_abandoned
+            st = self._st
+            with st.lock:
+                stats = st.stats
+                if n_refused:
+                    stats.ack_failures += n_refused
+                if n_abandoned:
+                    stats.uncertain += n_abandoned
                 if ok:
-                    self._st.stats.acked += len(msgs) - n_refused - n_unsure - n_abandoned
-                    self._st.stats.ack_uncertain += n_unsure
+                    stats.acked += len(msgs) - n_refused - n_unsure - n_abandoned
+                    stats.ack_uncertain += n_unsure
                 else:
-                    self._st.stats.nacked += len(msgs) - n_refused - n_abandoned
+                    stats.nacked += len(msgs) - n_refused - n_abandoned
                 if n_unsure:
                     unit.unsure += n_unsure
                     unit.unconfirmed += n_unsure
                 elif moved and unit.unconfirmed:
                     # this ack moved the partition's cursor past the earlier messages whose
                     # ack is unconfirmed: they count as consumed now
-                    self._st.stats.ack_uncertain -= unit.unconfirmed
-                    self._st.stats.acked += unit.unconfirmed
+                    stats.ack_uncertain -= unit.unconfirmed
+                    stats.acked += unit.unconfirmed
                     unit.unconfirmed = 0
                 if lease is not None:
                     lease.acks_in_flight -= 1
@@ -137,8 +165,9 @@ class Acks:
                         lease.released.add(unit.pid)
                     if lease_gone:
                         lease.lost = True
-                self._st.lock.notify_all()
-            self._st.resolve(msgs, unit)
+                    if lease.acks_in_flight == 0:
+                        st.acks_settled_locked()
+                st.resolve_locked(msgs, unit)
         return not released and not lease_gone
 
     def _complete_batch_count(self, unit: Unit, last: Message) -> None:
@@ -153,7 +182,7 @@ class Acks:
         n = unit.unsure
         unit.unsure = 0
         for i in range(n):
-            got = self._send_ack([last], True, None, "re-ack", invalid_lease_ok=True)
+            got, _clean = self._send_ack([last], True, None, "re-ack", invalid_lease_ok=True)
             if not got or got[0].get("success") is not True:
                 break
             if got[0].get("leaseReleased") is True:
@@ -182,10 +211,11 @@ class Acks:
         verb: str,
         covered_later: bool = False,
         invalid_lease_ok: bool = False,
-    ) -> Optional[List[Dict[str, Any]]]:
+    ) -> Tuple[Optional[List[Dict[str, Any]]], bool]:
         """Send one ack / batch ack, retrying connection errors with backoff (until the
-        consumer is aborted). Returns the broker's per-item results (refused ones have
-        ``success`` false, and are logged), or None when it could not be sent at all. A
+        consumer is aborted). Returns ``(results, clean)``: the broker's per-item results
+        (refused ones have ``success`` false, and are logged), or None when it could not be
+        sent at all; ``clean`` is True when the broker accepted every item. A
         transient failure once the consumer is aborted (the stop gave up on the broker) gives
         ``{"success": False, "abandoned": True}`` per message: outcome unknown.
 
@@ -195,71 +225,24 @@ class Acks:
         ``{"success": True, "uncertain": True}``.
 
         A copy resent after a lost reply that the broker refuses with ``Invalid or expired
-        lease`` means the first copy was applied (it released the lease): its result is
-        ``{"success": True, "landed": True, "leaseReleased": True}``. ``invalid_lease_ok``
-        reads that refusal the same way on the first attempt (re-acks of
-        :meth:`_complete_batch_count`)."""
-        context: Dict[str, Any] = {}
-        if self._group is not None:
-            context["group"] = self._group
-        if error is not None:
-            context["error"] = error
-        target: Any = msgs[0] if len(msgs) == 1 else msgs
+        lease`` proves nothing: the first copy may have landed (and released the lease), or
+        it never arrived and the lease expired meanwhile (the broker redelivers the message).
+        An ack then gives ``{"success": True, "uncertain": True}`` (``ack_uncertain``), a
+        nack ``{"success": False, "abandoned": True}`` (``uncertain``); a release counts as
+        done either way (the message is free for redelivery): ``{"success": True, "landed":
+        True, "leaseReleased": True}``. ``invalid_lease_ok`` reads that refusal as done on the
+        first attempt (re-acks of :meth:`_complete_batch_count`, whose message was acked
+        already)."""
         attempt = 0
         uncertain = False
         while True:
             t0 = time.monotonic()
             try:
-                got = self._broker.ack(target, status, context or None)
-                self._st.outage.success(t0)
-                return [got] if isinstance(got, dict) else list(got)
-            except AckError as exc:
-                self._st.outage.success(t0)
-                failed = list(exc.failed) or [
-                    {"transactionId": m.get("transactionId"), "error": exc.error, "success": False} for m in msgs
-                ]
-                results = list(exc.results) if len(exc.results) == len(msgs) else failed
-                by_tx = {m.get("transactionId"): m for m in msgs}
-                if uncertain or invalid_lease_ok:
-                    landed = {r.get("transactionId") for r in failed if r.get("error") == INVALID_LEASE}
-                    if landed:
-                        results = [
-                            dict(r, success=True, error=None, landed=True, leaseReleased=True)
-                            if r.get("success") is not True and r.get("transactionId") in landed
-                            else r
-                            for r in results
-                        ]
-                        failed = [r for r in failed if r.get("transactionId") not in landed]
-                        log.info(
-                            "%s of %d message(s) of queue %r refused with %r %s: counted as done (its lease "
-                            "is released): %s",
-                            verb,
-                            len(landed),
-                            self._st.queue,
-                            INVALID_LEASE,
-                            "after an earlier attempt whose reply was lost (that one was applied)"
-                            if uncertain
-                            else "(the lease is no longer held)",
-                            ids([by_tx.get(t, {"transactionId": t}) for t in landed]),
-                        )
-                        if not failed:
-                            return results
-                refused_msgs = [by_tx.get(r.get("transactionId"), {"transactionId": r.get("transactionId")}) for r in failed]
-                log.warning(
-                    "%s of %d of %d message(s) of queue %r refused by the broker (%s)%s: %s",
-                    verb,
-                    len(failed),
-                    len(msgs),
-                    self._st.queue,
-                    ", ".join(sorted({str(r.get("error")) for r in failed})),
-                    " after an earlier attempt whose reply was lost (it may have been applied)" if uncertain else "",
-                    ids(refused_msgs),
-                )
-                return results
+                results = self._broker.ack_popped(msgs, status, self._group, error)
             except ClientClosedError:
                 log.warning("client closed before the %s of %d message(s) of queue %r: %s", verb, len(msgs), self._st.queue, ids(msgs))
                 self._st.request_stop("closed")
-                return None
+                return None, False
             except Exception as exc:
                 if transient(exc) and self._st.abort_evt.is_set():
                     # the stop gave up on the broker (unreachable, or the drain timeout passed
@@ -279,7 +262,7 @@ class Acks:
                     return [
                         {"transactionId": m.get("transactionId"), "success": False, "error": str(exc), "abandoned": True}
                         for m in msgs
-                    ]
+                    ], False
                 if not transient(exc):
                     log.warning(
                         "%s of %d message(s) of queue %r failed: %s (the broker redelivers them after the lease): %s",
@@ -289,7 +272,7 @@ class Acks:
                         exc,
                         ids(msgs),
                     )
-                    return None
+                    return None, False
                 if maybe_sent(exc):
                     if covered_later:
                         # The broker may have applied it: a second copy would be counted twice
@@ -303,11 +286,80 @@ class Acks:
                             exc,
                         )
                         self._st.outage.failure(verb, exc, t0)
-                        return [{"transactionId": m.get("transactionId"), "success": True, "uncertain": True} for m in msgs]
+                        return [{"transactionId": m.get("transactionId"), "success": True, "uncertain": True} for m in msgs], False
                     uncertain = True
                 self._st.outage.failure(verb, exc, t0)
                 self._st.abort_evt.wait(backoff(attempt))
                 attempt += 1
+                continue
+            self._st.outage.success(t0)
+            failed = [r for r in results if r.get("success") is not True]
+            if not failed:
+                return results, True
+            return self._refused(msgs, status, verb, results, failed, uncertain, invalid_lease_ok), False
+
+    def _refused(
+        self,
+        msgs: List[Message],
+        status: Any,
+        verb: str,
+        results: List[Dict[str, Any]],
+        failed: List[Dict[str, Any]],
+        resent: bool,
+        invalid_lease_ok: bool,
+    ) -> List[Dict[str, Any]]:
+        """The results of an ack the broker refused (some or all items): logged, and read
+        after a resend as :meth:`_send_ack` says."""
+        by_tx = {m.get("transactionId"): m for m in msgs}
+        if resent or invalid_lease_ok:
+            gone = {r.get("transactionId") for r in failed if r.get("error") == INVALID_LEASE}
+            if gone:
+                done = invalid_lease_ok or status == "retry"
+                if done:
+                    mark: Dict[str, Any] = {"success": True, "error": None, "landed": True, "leaseReleased": True}
+                elif status is True:
+                    mark = {"success": True, "uncertain": True}
+                else:
+                    mark = {"abandoned": True}
+                results = [dict(r, **mark) if r.get("transactionId") in gone else r for r in results]
+                failed = [r for r in failed if r.get("transactionId") not in gone]
+                gone_msgs = ids([by_tx.get(t, {"transactionId": t}) for t in gone])
+                if done:
+                    log.info(
+                        "%s of %d message(s) of queue %r refused with %r %s: counted as done (its lease is "
+                        "no longer held): %s",
+                        verb,
+                        len(gone),
+                        self._st.queue,
+                        INVALID_LEASE,
+                        "after an earlier attempt whose reply was lost" if resent else "",
+                        gone_msgs,
+                    )
+                else:
+                    log.warning(
+                        "%s of %d message(s) of queue %r resent after a lost reply and refused with %r: the first "
+                        "copy may have been applied, or the lease expired before it arrived (then the broker "
+                        "redelivers them); counted as uncertain: %s",
+                        verb,
+                        len(gone),
+                        self._st.queue,
+                        INVALID_LEASE,
+                        gone_msgs,
+                    )
+                if not failed:
+                    return results
+        refused_msgs = [by_tx.get(r.get("transactionId"), {"transactionId": r.get("transactionId")}) for r in failed]
+        log.warning(
+            "%s of %d of %d message(s) of queue %r refused by the broker (%s)%s: %s",
+            verb,
+            len(failed),
+            len(msgs),
+            self._st.queue,
+            ", ".join(sorted({str(r.get("error")) for r in failed})),
+            " after an earlier attempt whose reply was lost (it may have been applied)" if resent else "",
+            ids(refused_msgs),
+        )
+        return results
 
     def release_units(self, units: List[Unit]) -> None:
         """Hand unhandled messages back to the broker (ack status ``retry``) and forget them.
@@ -335,7 +387,7 @@ class Acks:
         refused_tx: Set[Any] = set()
         if send:
             try:
-                results = self._send_ack(send, "retry", None, "release")
+                results, _clean = self._send_ack(send, "retry", None, "release")
             finally:
                 if results is not None:
                     refused_tx = {r.get("transactionId") for r in results if r.get("success") is not True}
@@ -345,7 +397,7 @@ class Acks:
                             unit.lease.acks_in_flight -= 1
                             unit.lease.released.add(unit.pid)
                     self._st.stats.ack_failures += len(send) if results is None else len(refused_tx)
-                    self._st.lock.notify_all()
+                    self._st.acks_settled_locked()
         for unit, rest in todo:
             if not any(unit is u for u in sent_units):
                 self._st.resolve(rest, unit, handled=False, lost=True)

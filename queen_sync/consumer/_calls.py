@@ -1,8 +1,9 @@
 """The consumer's broker calls, and everything else it takes from the rest of the package.
 
 This is the one door between the consumer package and the layers below it: pop (the wire
-layer's :func:`~queen_sync.wire.messages.pop`), ack / ack batch / release (one ack route, by
-status: :func:`queen_sync.acks.ack`), lease renewal (:func:`queen_sync.acks.renew`), binding
+layer's :func:`~queen_sync.wire.messages.pop`), ack / ack batch / release of the messages it
+popped (:meth:`Broker.ack_popped`: the codec's ack bodies on the wire layer's ack routes, the
+bodies :func:`queen_sync.acks.ack` sends for them), lease renewal (:func:`queen_sync.acks.renew`), binding
 popped messages so a handler can record traces on them (:func:`queen_sync.tracing.trace`),
 the client's ``closed`` flag, all through the client's :class:`~queen_sync._session.Session`;
 and :class:`BuilderSettings`, the plain record of consume settings a queue builder hands the
@@ -10,7 +11,11 @@ consumer (the builder makes it: nothing here knows the builder). Every other mod
 package talks to a :class:`Broker` and a :class:`BuilderSettings`, never to the session.
 
 The calls are made exactly as :class:`~queen_sync.Queen` makes them (same routes, bodies,
-retries and error mapping); nothing is added or translated here.
+retries and error mapping); nothing is added or translated here. The one shortcut is
+:meth:`Broker.ack_popped`: the consumer acks messages the broker just gave it, each
+partition's in pop order and all for its one consumer group, so the public ack's checks and
+reordering (a pass over every message) are left out; a refusal comes back as results, not as
+an :class:`~queen_sync.errors.AckError`.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
 
 from .. import acks as acks_calls
-from .. import tracing
+from .. import codec, tracing
 from .._session import Session
+from .._validate import resolve_group
 from ..tracing import Message as BoundMessage
 from ..wire import messages as wire_messages
 from ..wire.messages import PopSpec
@@ -100,6 +106,26 @@ class Broker:
         :class:`~queen_sync.errors.AckError` (with ``failed`` / ``results``) when the broker
         refuses some."""
         return acks_calls.ack(self._session, target, status, context)
+
+    def ack_popped(self, msgs: Sequence[Message], status: Any, group: Optional[str],
+                   error: Optional[str]) -> List[Dict[str, Any]]:
+        """Ack messages this consumer popped: one message ``POST /api/v1/ack``, more ``POST
+        /api/v1/ack/batch``, the bodies :meth:`ack` would send for them. ``msgs`` are the
+        consumer's (dicts from the pop reply, each partition's in pop order); ``group`` its
+        consumer group (None: queue mode), ``status`` True / False / ``"retry"``, ``error`` the
+        nack's text or None. Returns one result per message (the broker's, in its order) —
+        refused ones with ``success`` not True, never raised; raises what the wire call
+        raises (connection errors, :class:`~queen_sync.errors.BrokerError` for a refused
+        body)."""
+        eff = resolve_group(msgs[0], group)
+        timeout = getattr(self._session, "ack_timeout_millis", None)  # a Session has it
+        if not isinstance(timeout, int):
+            timeout = None
+        if len(msgs) == 1:
+            result, _status = wire_messages.ack(self._session, codec.encode_ack(msgs[0], status, eff, error), timeout)
+            return [result]
+        body = codec.encode_ack_batch(msgs, status, eff, error)
+        return wire_messages.ack_batch(self._session, body, len(msgs), timeout)
 
     def renew(self, lease_id: str, seconds: int) -> Any:
         """``Queen.renew``: ``POST /api/v1/lease/{lease_id}/extend`` ``{"seconds": N}``;

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import collections
 import math
+import operator
 import time
 from dataclasses import replace
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple, cast
 
 from ..errors import ClientClosedError
 from ._acks import Acks
@@ -38,6 +39,8 @@ __all__ = ["Fetchers", "POLL_CAP_MILLIS"]
 
 #: Longest long poll a consumer sends, in milliseconds (keeps stop() prompt).
 POLL_CAP_MILLIS = 1000
+_PARTITION_ID = operator.itemgetter("partitionId")
+
 #: Pause between two pops without long poll (``wait(False)``) that came back empty, in seconds.
 NO_WAIT_PAUSE_S = 0.1
 
@@ -86,7 +89,7 @@ class Fetchers:
                         if self._st.stats.handled >= self._st.limit:
                             self._st.request_stop_locked("limit")
                             return 0
-                        self._st.lock.wait(TICK_S)
+                        self._st.room.wait(TICK_S)
                         continue
                     n = min(n, left)
                 free = self._st.free_slots
@@ -96,7 +99,7 @@ class Fetchers:
                     self._st.free_slots -= n
                     self._st.reserved += n
                     return n
-                self._st.lock.wait(TICK_S)
+                self._st.room.wait(TICK_S)
 
     def run(self, index: int) -> None:
         """The loop of fetcher ``index`` (0 always polls; see the module docstring)."""
@@ -105,7 +108,7 @@ class Fetchers:
         finally:
             with self._st.lock:
                 self._st.fetchers_alive -= 1
-                self._st.lock.notify_all()
+                self._st.notify_everyone_locked()
 
     def _loop(self, index: int) -> None:
         spec = self._spec
@@ -127,7 +130,7 @@ class Fetchers:
                             and self._st.outstanding == 0
                             and time.monotonic() - self._st.last_activity >= self._st.idle_s
                         ):
-                            self._st.lock.wait(TICK_S)
+                            self._st.rest.wait(TICK_S)
                         continue
                     timeout = max(1, min(timeout, int(math.ceil(idle_left * 1000.0))))
                 self._st.pops_in_flight += 1
@@ -171,7 +174,7 @@ class Fetchers:
                 if messages:
                     self._work_gen += 1
                     self._st.last_activity = time.monotonic()
-                    self._st.lock.notify_all()
+                    self._st.rest.notify_all()  # the resting fetchers poll again
             if messages:
                 self._dispatch(messages)
                 continue
@@ -179,7 +182,7 @@ class Fetchers:
                 # Rest until some pop brings messages again (fetcher 0 keeps polling).
                 with self._st.lock:
                     while not self._st.stopping and self._work_gen == gen:
-                        self._st.lock.wait(1.0)
+                        self._st.rest.wait(1.0)
             elif not spec.wait:
                 self._st.stop_evt.wait(NO_WAIT_PAUSE_S)
 
@@ -187,14 +190,23 @@ class Fetchers:
         """Split one pop per partition into lanes (or release it when stopping)."""
         # handlers get queen_sync.Message objects (dicts that can record traces on themselves)
         messages = self._broker.bind(popped)
-        by_pid: "collections.OrderedDict[Any, List[Message]]" = collections.OrderedDict()
-        for m in messages:
-            by_pid.setdefault(m.get("partitionId") or m.get("partition"), []).append(m)
+        groups: List[Tuple[Any, List[Message]]]
+        try:
+            pids = set(map(_PARTITION_ID, messages))  # one pass in C (no Python call per message)
+        except KeyError:
+            pids = set()
+        if len(pids) == 1 and next(iter(pids)):
+            groups = [(next(iter(pids)), cast(List[Message], messages))]  # a pop of one partition (the common case)
+        else:
+            by_pid: "collections.OrderedDict[Any, List[Message]]" = collections.OrderedDict()
+            for m in messages:
+                by_pid.setdefault(m.get("partitionId") or m.get("partition"), []).append(m)
+            groups = list(by_pid.items())
         release: List[Unit] = []
         with self._st.lock:
             self._st.outstanding += len(messages)
             units = []
-            for pid, msgs in by_pid.items():
+            for pid, msgs in groups:
                 lid = msgs[0].get("leaseId") or ""
                 lease = None
                 if lid:
@@ -203,8 +215,9 @@ class Fetchers:
                         lease = self._st.leases[lid] = Lease(lid)
                         if self._renewer is not None:
                             self._renewer.schedule_first(lease)
+                            self._st.lock.notify_all()  # the renewer may sleep past its first renewal
                     lease.outstanding[pid] = lease.outstanding.get(pid, 0) + len(msgs)
-                    lease.txids.extend(str(m.get("transactionId")) for m in msgs)
+                    lease.popped.append(msgs)
                 units.append(Unit(pid, msgs, lease))
             if self._st.stopping:
                 release = units

@@ -95,7 +95,9 @@ class Lanes:
         self._runq: Deque[Lane] = collections.deque()
 
     def put_locked(self, units: List[Unit]) -> None:
-        """Queue each unit on its partition's lane, behind the ones already there."""
+        """Queue each unit on its partition's lane, behind the ones already there (wakes one
+        idle worker per lane queued)."""
+        queued = 0
         for unit in units:
             lane = self._lanes.get(unit.pid)
             if lane is None:
@@ -104,7 +106,9 @@ class Lanes:
             if not lane.running and not lane.queued:
                 lane.queued = True
                 self._runq.append(lane)
-        self._st.lock.notify_all()
+                queued += 1
+        if queued:
+            self._st.work.notify(queued)
 
     def take_waiting_locked(self) -> List[Unit]:
         """Take back the units of every lane whose handler is not running (to release them).
@@ -139,7 +143,7 @@ class Lanes:
                 while not self._runq:
                     if self._st.stopping and self._st.fetchers_alive == 0:
                         return
-                    self._st.lock.wait(TICK_S)
+                    self._st.work.wait(TICK_S)
                 lane = self._runq.popleft()
                 lane.queued = False
                 if not lane.units:
@@ -155,9 +159,9 @@ class Lanes:
                     if lane.units:
                         lane.queued = True
                         self._runq.append(lane)  # at the tail: partitions take turns
+                        self._st.work.notify()
                     else:
                         self._drop_lane_locked(lane)
-                    self._st.lock.notify_all()
 
     def _run_unit(self, unit: Unit) -> None:
         lease = unit.lease

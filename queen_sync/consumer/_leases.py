@@ -135,8 +135,12 @@ class Renewer:
         with self._st.lock:
             # An ack of ours may have released the lease meanwhile: let it finish first.
             deadline = time.monotonic() + 5.0
-            while lease.acks_in_flight > 0 and time.monotonic() < deadline:
-                self._st.lock.wait(0.05)
+            self._st.settle_waiters += 1
+            try:
+                while lease.acks_in_flight > 0 and time.monotonic() < deadline:
+                    self._st.lock.wait(0.05)
+            finally:
+                self._st.settle_waiters -= 1
             if not lease.live():
                 return  # released by our own acks / nacks: nothing lost
             if not self._auto_ack and exc.error == "Lease not found":
@@ -147,7 +151,7 @@ class Renewer:
                 lease.lost = True
                 quiet = False
                 self._st.stats.renew_failures += 1
-            txids = list(lease.txids)
+            txids = lease.txids()
             first = not lease.renewed and not self._warned_short_lease
             if first:
                 self._warned_short_lease = True

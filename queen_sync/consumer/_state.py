@@ -1,7 +1,14 @@
 """What every part of one consumer shares: one lock, the counters, the room, the stop request.
 
 A consumer's parts (fetchers, lanes, acks, renewer, stop phase) run in different threads and
-meet only here, in a :class:`ConsumerState`, under its one condition ``lock``:
+meet only here, in a :class:`ConsumerState`, under its one mutex. Waiting threads wait on one
+of four conditions of that mutex, so that a change wakes only the threads it concerns (every
+``notify_all`` on a shared condition woke every thread of the consumer): ``room`` (fetchers
+waiting for room or limit budget), ``work`` (lane workers waiting for a queued lane),
+``rest`` (fetchers resting after an empty pop, and the idle wait) and ``lock`` (everything
+else: the supervisor, the stop phase, the renewer, a refused renewal waiting for acks in
+flight). ``with state.lock:`` takes the mutex (any of the four would). A stop request wakes
+all four:
 
 * **Room.** At most ``concurrency × batch`` popped messages are held in memory: a fetcher
   reserves room before a pop (``free_slots``) and with ``limit(n)`` its share of the limit
@@ -47,13 +54,16 @@ class ConsumeResult:
             (each logged with the message ids).
         ack_uncertain: ``completed`` acks whose reply was lost and that were not resent (see
             "lost ack replies" in :mod:`queen_sync.consumer._acks`), not yet confirmed by a
-            later ack of the same partition; once confirmed they move to ``acked``. Those left
+            later ack of the same partition; once confirmed they move to ``acked``. Also
+            ``completed`` acks resent after a lost reply and refused with ``Invalid or expired
+            lease`` (the first copy landed, or the lease expired before it arrived). Those left
             at the end may or may not have been applied (if not, the broker redelivers the
             message).
         uncertain: handled messages whose ack / nack was still pending (being retried
             through a broker outage) when the consumer gave up on it: it stopped with reason
             ``"unreachable"``, or its drain timeout passed while the broker could not be
-            reached. The consumer cannot tell whether the broker applied it (an earlier
+            reached; and nacks resent after a lost reply and refused with ``Invalid or
+            expired lease``. The consumer cannot tell whether the broker applied it (an earlier
             attempt may have landed with its reply lost); if it did not, the broker
             redelivers the message once its lease expires. Logged at WARNING.
         skipped: messages not delivered because an earlier message of the same partition in
@@ -91,7 +101,7 @@ class ConsumeResult:
 class Lease:
     """Bookkeeping of one pop's lease (shared by every partition of that pop)."""
 
-    __slots__ = ("lease_id", "outstanding", "released", "acks_in_flight", "lost", "txids", "next_renew",
+    __slots__ = ("lease_id", "outstanding", "released", "acks_in_flight", "lost", "popped", "next_renew",
                  "renewed", "renew_attempt", "popped_at")
 
     def __init__(self, lease_id: str) -> None:
@@ -100,11 +110,15 @@ class Lease:
         self.released: Set[Any] = set()  # partitions this consumer released (nack / retry)
         self.acks_in_flight = 0
         self.lost = False
-        self.txids: List[str] = []
+        self.popped: List[List[Message]] = []  # the messages of each partition (for log lines)
         self.popped_at = time.monotonic()
         self.next_renew = math.inf  # time.monotonic() of the next renewal (renew_lease(True))
         self.renewed = False  # a renewal of this lease was accepted
         self.renew_attempt = 0  # failed renewals in a row (backoff)
+
+    def txids(self) -> List[str]:
+        """The transactionIds of the lease's messages, in pop order."""
+        return [str(m.get("transactionId")) for msgs in self.popped for m in msgs]
 
     def live(self) -> bool:
         """Some partition of the lease still has unfinished messages and was not released."""
@@ -148,7 +162,12 @@ class ConsumerState:
         self.limit = limit
         self.idle_s = idle_s
         self.drain_timeout = drain_timeout
-        self.lock = threading.Condition(threading.Lock())
+        mutex = threading.Lock()
+        self.lock = threading.Condition(mutex)  # supervisor, stop phase, renewer (see the module docstring)
+        self.room = threading.Condition(mutex)  # fetchers waiting for room / limit budget
+        self.work = threading.Condition(mutex)  # lane workers waiting for a queued lane
+        self.rest = threading.Condition(mutex)  # resting fetchers, the idle wait
+        self.settle_waiters = 0  # threads waiting (on ``lock``) for a lease's acks in flight to end
         self.stats = ConsumeResult()
         self.error: Optional[BaseException] = None
         self.stopping = False
@@ -186,7 +205,19 @@ class ConsumerState:
         if not self.stopping:
             self.stopping = True
             self.stop_evt.set()
+        self.notify_everyone_locked()
+
+    def notify_everyone_locked(self) -> None:
+        """Wake every waiting thread (a stop request, a fetcher ending, the stop phase)."""
         self.lock.notify_all()
+        self.room.notify_all()
+        self.work.notify_all()
+        self.rest.notify_all()
+
+    def acks_settled_locked(self) -> None:
+        """A lease has no ack in flight any more: wake who waits for that (a refused renewal)."""
+        if self.settle_waiters:
+            self.lock.notify_all()
 
     def fail(self, exc: BaseException) -> None:
         """Stop at once with reason ``"error"``; the first ``exc`` becomes the consumer's error."""
@@ -204,10 +235,12 @@ class ConsumerState:
     # ------------------------------------------------------------------ room
 
     def give_back_locked(self, slots: int, budget: int) -> None:
-        """Free ``slots`` of room and give ``budget`` of the limit back."""
-        self.free_slots += slots
-        self.reserved -= budget
-        self.lock.notify_all()
+        """Free ``slots`` of room and give ``budget`` of the limit back (wakes the fetchers
+        waiting for room)."""
+        if slots or budget:
+            self.free_slots += slots
+            self.reserved -= budget
+            self.room.notify_all()
 
     def resolve(
         self,
@@ -222,23 +255,40 @@ class ConsumerState:
     ) -> None:
         """Forget finished messages: free their room; give the limit budget back when unhandled.
         ``released`` messages count in ``released`` only when ``confirmed`` by the broker."""
-        k = len(msgs)
         with self.lock:
-            self.outstanding -= k
-            unhandled = skipped or released or (lost and not handled)
-            self.give_back_locked(k, k if unhandled else 0)
-            if skipped:
-                self.stats.skipped += k
-            if lost:
-                self.stats.lost += k
-            if released and confirmed:
-                self.stats.released += k
-            lease = unit.lease
-            if lease is not None:
-                left = lease.outstanding.get(unit.pid, 0) - k
-                lease.outstanding[unit.pid] = left
-                if all(v <= 0 for v in lease.outstanding.values()):
-                    self.leases.pop(lease.lease_id, None)
-            self.last_activity = time.monotonic()
-            if self.limit is not None and self.stats.handled >= self.limit:
-                self.request_stop_locked("limit")
+            self.resolve_locked(msgs, unit, handled=handled, skipped=skipped, lost=lost, released=released,
+                                confirmed=confirmed)
+
+    def resolve_locked(
+        self,
+        msgs: List[Message],
+        unit: Unit,
+        *,
+        handled: bool = True,
+        skipped: bool = False,
+        lost: bool = False,
+        released: bool = False,
+        confirmed: bool = True,
+    ) -> None:
+        """:meth:`resolve` with ``lock`` held."""
+        k = len(msgs)
+        self.outstanding -= k
+        unhandled = skipped or released or (lost and not handled)
+        self.give_back_locked(k, k if unhandled else 0)
+        if skipped:
+            self.stats.skipped += k
+        if lost:
+            self.stats.lost += k
+        if released and confirmed:
+            self.stats.released += k
+        lease = unit.lease
+        if lease is not None:
+            left = lease.outstanding.get(unit.pid, 0) - k
+            lease.outstanding[unit.pid] = left
+            if all(v <= 0 for v in lease.outstanding.values()):
+                self.leases.pop(lease.lease_id, None)
+        self.last_activity = time.monotonic()
+        if self.stopping:
+            self.lock.notify_all()  # the stop phase waits for the outstanding messages
+        elif self.limit is not None and self.stats.handled >= self.limit:
+            self.request_stop_locked("limit")

@@ -158,7 +158,7 @@ class Supervisor:
             if self._st.outstanding > 0:
                 self._st.abort_locked()  # no more retries of acks / releases
                 units = self._lanes.take_waiting_locked()
-            self._st.lock.notify_all()
+            self._st.notify_everyone_locked()
         if units:
             log.info(
                 "drain timeout of the consumer of queue %r: releasing %d message(s) not yet handled",
@@ -182,6 +182,6 @@ class Supervisor:
                     self._st.abort_locked()
                     break
                 self._st.lock.wait(min(TICK_S, left))
-            self._st.lock.notify_all()
+            self._st.notify_everyone_locked()
         self.finished.set()
 

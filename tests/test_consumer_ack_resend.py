@@ -1,0 +1,109 @@
+"""An ack resent after a lost reply and refused with ``Invalid or expired lease``.
+
+The refusal says only that the lease is no longer held: the first copy may have landed (and
+released the lease), or it never arrived and the lease expired meanwhile (then the broker
+redelivers the message: it is handled twice). So such an ack is never counted as done: a
+``completed`` ack counts in ``ack_uncertain``, a nack in ``uncertain``. Checked on a fake
+requester that breaks the first attempt after sending it and refuses the resend.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+from queen_sync.consumer import Consumer
+from queen_sync.consumer import _acks
+from queen_sync.errors import QueenConnectionError
+from queen_sync.queues import QueueBuilder
+from queen_sync.transport import Response
+
+
+def _msg(n: int) -> Dict[str, Any]:
+    return {
+        "id": "01a22b1d-4804-7%03d-b779-2ce8473d3735" % n,
+        "transactionId": "tx-%d" % n,
+        "partitionId": "pid-a",
+        "partition": "a",
+        "leaseId": "lease-1",
+        "consumerGroup": "g",
+        "createdAt": "2026-11-30T06:21:09.%06dZ" % n,
+        "data": {"n": n},
+    }
+
+
+class ResendRefused:
+    """One pop of ``popped``; the first ack request breaks after it was sent (``sent=True``:
+    maybe applied), every later one is refused per item with ``refusal``."""
+
+    def __init__(self, popped: List[Dict[str, Any]], refusal: str) -> None:
+        self._pops = [popped]
+        self._refusal = refusal
+        self.acks: List[Dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.closed = False
+        self.timeout_millis = 30000
+        self.ack_timeout_millis = 5000
+        self.consumers = self
+
+    default_renew_interval_millis = 10000
+
+    def check_open(self) -> None:
+        assert not self.closed
+
+    def create(self, builder: Any, handler: Any, **options: Any) -> Consumer:
+        return Consumer(self, builder, handler, **options)  # type: ignore[arg-type]
+
+    def request(self, method: str, path: str, *, body: Optional[bytes] = None, **kw: Any) -> Response:
+        if path.startswith("/api/v1/pop/"):
+            with self.lock:
+                msgs = self._pops.pop(0) if self._pops else []
+            return Response(200, json.dumps({"success": True, "messages": msgs}).encode(), "fake")
+        doc = json.loads(body or b"{}")
+        items = doc["acknowledgments"] if path == "/api/v1/ack/batch" else [doc]
+        with self.lock:
+            self.acks.append(doc)
+            first = len(self.acks) == 1
+        if first:
+            raise QueenConnectionError("connection broke after the request was sent", sent=True)
+        reply = [
+            {"index": i, "transactionId": a["transactionId"], "success": False, "error": self._refusal}
+            for i, a in enumerate(items)
+        ]
+        return Response(200, json.dumps(reply).encode(), "fake")
+
+
+@pytest.fixture(autouse=True)
+def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_acks, "backoff", lambda attempt: 0.0)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_resent_ack_refused_as_invalid_lease_counts_as_uncertain(batch: int) -> None:
+    fake = ResendRefused([_msg(n) for n in range(batch)], _acks.INVALID_LEASE)
+    builder = QueueBuilder(fake, "q").group("g").batch(batch).wait(False).limit(batch)  # type: ignore[arg-type]
+    res = builder.consume(lambda m: None)
+    assert len(fake.acks) == 2  # sent, resent once
+    assert (res.handled, res.acked, res.ack_uncertain, res.ack_failures, res.uncertain) == (batch, 0, batch, 0, 0), res
+
+
+def test_resent_nack_refused_as_invalid_lease_counts_as_uncertain() -> None:
+    fake = ResendRefused([_msg(0)], _acks.INVALID_LEASE)
+
+    def handler(m: Any) -> None:
+        raise ValueError("no")
+
+    builder = QueueBuilder(fake, "q").group("g").batch(1).wait(False).limit(1)  # type: ignore[arg-type]
+    res = builder.consume(handler)
+    assert [a["status"] for a in fake.acks] == ["failed", "failed"]
+    assert (res.handled, res.failed, res.nacked, res.uncertain, res.ack_failures) == (1, 1, 0, 1, 0), res
+
+
+def test_resent_ack_refused_otherwise_is_an_ack_failure() -> None:
+    fake = ResendRefused([_msg(0)], "Message not found")
+    builder = QueueBuilder(fake, "q").group("g").batch(1).wait(False).limit(1)  # type: ignore[arg-type]
+    res = builder.consume(lambda m: None)
+    assert (res.handled, res.acked, res.ack_uncertain, res.ack_failures) == (1, 0, 0, 1), res
