@@ -25,6 +25,7 @@ from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, Consumer, in_consumer_threa
 from .errors import InvalidInputError
 from .producer import DEFAULT_CLOSE_TIMEOUT_MILLIS, BufferManager
 from .queues import QueueBuilder
+from .running import RunningConsumer, running_consumers
 from .streams.runner import stop_runners_for
 from .transactions import TransactionBuilder
 from .transport import DEFAULT_POOL_MAXSIZE, DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS, Backoff, Response, Transport
@@ -379,6 +380,16 @@ class Queen:
     def get_transport_stats(self) -> Dict[str, Any]:
         """Transport counters and URL health: ``{retries, failovers, errors, urls: [{url, healthy}]}``."""
         return self._transport.stats()
+
+    def running_consumers(self) -> List[RunningConsumer]:
+        """What this client runs in the background in this process: one read-only
+        :class:`~queen_sync.running.RunningConsumer` (``kind`` ``"consumer"`` or ``"stream"``,
+        ``queue``, ``group``, ``query``, ``threads`` alive) per running consumer
+        (``consume()``, blocking or ``background=True``; listed until its last thread ended,
+        handlers included) and per running stream runner (``Stream.run()``; until its stop
+        was asked for), consumers first. Empty after :meth:`close`. A snapshot: sends
+        nothing, waits for nothing; also works on a closed client."""
+        return running_consumers(self._session)
 
     def _check_open(self) -> None:
         self._session.check_open()

@@ -237,6 +237,13 @@ class StreamRunner:
         """True from start until stop() (False in a forked child)."""
         return self._started and not self._stop_event.is_set() and self._pid == os.getpid()
 
+    def _thread_count(self) -> int:
+        """Threads of this runner alive now: pop, flush and cycle workers (those of the pool
+        are read from ThreadPoolExecutor's own set, CPython's ``_threads``)."""
+        pool = self._pool
+        workers = list(getattr(pool, "_threads", ())) if pool is not None else []
+        return sum(1 for t in self._threads + workers if t.is_alive())
+
     def _request_stop(self, reason: str) -> None:
         with self._lock:
             if self._stop_reason is None:
