@@ -137,7 +137,9 @@ class Queen:
         close_timeout_millis: bound of the whole :meth:`close` (consumer drain, final acks /
             releases and buffered-push flush share it), in milliseconds (default 30000).
         ca_certs: path of a PEM CA bundle for ``https`` brokers signed by a private CA
-            (default: the system's trust store; certificates are always verified).
+            (default: the system's trust store; certificates are always verified). Read
+            once here: a missing file or one without a PEM certificate raises
+            InvalidInputError now, not at the first request.
         cert_file / key_file: PEM client certificate (and key, if separate) for mutual TLS.
         ssl_context: a ready :class:`ssl.SSLContext` for ``https`` brokers, used as is
             (instead of the three above). See :class:`queen_sync.transport.Transport`.
@@ -156,7 +158,9 @@ class Queen:
     :mod:`queen_sync.producer`.
 
     Raises:
-        InvalidInputError: no URL, a URL that is not http(s), or a bad option value.
+        InvalidInputError: no URL, a URL that is not http(s), or a bad option value (a
+            ``ca_certs`` / ``cert_file`` / ``key_file`` that is no file, a ``ca_certs`` with
+            no PEM certificate).
 
     The client installs no signal handlers and may be built in any thread. Use it as a
     context manager or call :meth:`close`; every call after ``close()`` raises
