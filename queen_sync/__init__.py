@@ -37,6 +37,7 @@ from .consumer import ConsumeResult, Consumer
 from .dlq import DLQBuilder
 from .message import Message
 from .queues import QueueBuilder
+from .running import RunningConsumer
 from .streams import Stream
 from .transactions import TransactionBuilder
 from .errors import (
@@ -76,6 +77,7 @@ __all__ = [
     "DLQBuilder",
     "Message",
     "Stream",
+    "RunningConsumer",
     "codec_backend",
     "json_backend",
     "QueenError",

@@ -1,8 +1,10 @@
 """TLS options of the transport: checking them and reading certificate refusals.
 
 ``tls_options`` turns the client's ``ca_certs`` / ``cert_file`` / ``key_file`` /
-``ssl_context`` into urllib3 ``PoolManager`` keywords, refusing a bad combination before
-anything is opened (:class:`~queen_sync.errors.InvalidInputError`). ``cert_rejected`` tells
+``ssl_context`` into urllib3 ``PoolManager`` keywords, refusing a bad combination, a
+missing file or a ``ca_certs`` holding no PEM certificate before anything is opened
+(:class:`~queen_sync.errors.InvalidInputError`; urllib3 itself would only fail at the first
+request, where it looks like a broker that cannot be reached). ``cert_rejected`` tells
 a broker certificate that our side refused (a configuration problem: not worth a retry)
 from other TLS failures. Without any option urllib3's defaults apply: certificates are
 verified against the system's trust store and host names are checked.
@@ -26,7 +28,14 @@ def tls_options(
     key_file: Optional[str],
     ssl_context: Optional[ssl.SSLContext],
 ) -> Dict[str, Any]:
-    """Check the TLS options and return them as urllib3 ``PoolManager`` keywords."""
+    """Check the TLS options and return them as urllib3 ``PoolManager`` keywords.
+
+    Raises:
+        InvalidInputError: TLS options without an ``https://`` URL, ``ssl_context`` with the
+            file options, ``key_file`` without ``cert_file``, a path that is no file, or a
+            ``ca_certs`` file OpenSSL cannot read a certificate from (not PEM, empty,
+            unreadable); the message names the option and the path.
+    """
     files = {"ca_certs": ca_certs, "cert_file": cert_file, "key_file": key_file}
     given = {k: v for k, v in files.items() if v is not None}
     if ssl_context is None and not given:
@@ -45,7 +54,20 @@ def tls_options(
     for k, v in given.items():
         if not isinstance(v, (str, os.PathLike)) or not os.path.isfile(v):
             raise InvalidInputError("%s must be the path of a PEM file, got %r" % (k, v))
+    if ca_certs is not None:
+        _check_ca_bundle(os.fspath(ca_certs))
     return {k: os.fspath(v) for k, v in given.items()}
+
+
+def _check_ca_bundle(path: str) -> None:
+    # the load urllib3 would do at the first connection, done now into a throw-away context
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise InvalidInputError(
+            "ca_certs %r holds no CA certificate OpenSSL can read (a PEM bundle, "
+            "-----BEGIN CERTIFICATE----- blocks, is expected): %s" % (path, exc)
+        ) from None
 
 
 def cert_rejected(exc: BaseException) -> bool:

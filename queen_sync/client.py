@@ -25,6 +25,7 @@ from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, BuilderSettings, Consumer, 
 from .errors import InvalidInputError
 from .producer import DEFAULT_CLOSE_TIMEOUT_MILLIS, BufferManager
 from .queues import QueueBuilder
+from .running import RunningConsumer, running_consumers
 from .streams.runner import stop_runners_for
 from .transactions import TransactionBuilder
 from .transport import DEFAULT_POOL_MAXSIZE, DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS, Backoff, Response, Transport
@@ -136,7 +137,9 @@ class Queen:
         close_timeout_millis: bound of the whole :meth:`close` (consumer drain, final acks /
             releases and buffered-push flush share it), in milliseconds (default 30000).
         ca_certs: path of a PEM CA bundle for ``https`` brokers signed by a private CA
-            (default: the system's trust store; certificates are always verified).
+            (default: the system's trust store; certificates are always verified). Read
+            once here: a missing file or one without a PEM certificate raises
+            InvalidInputError now, not at the first request.
         cert_file / key_file: PEM client certificate (and key, if separate) for mutual TLS.
         ssl_context: a ready :class:`ssl.SSLContext` for ``https`` brokers, used as is
             (instead of the three above). See :class:`queen_sync.transport.Transport`.
@@ -155,7 +158,9 @@ class Queen:
     :mod:`queen_sync.producer`.
 
     Raises:
-        InvalidInputError: no URL, a URL that is not http(s), or a bad option value.
+        InvalidInputError: no URL, a URL that is not http(s), or a bad option value (a
+            ``ca_certs`` / ``cert_file`` / ``key_file`` that is no file, a ``ca_certs`` with
+            no PEM certificate).
 
     The client installs no signal handlers and may be built in any thread. Use it as a
     context manager or call :meth:`close`; every call after ``close()`` raises
@@ -379,6 +384,16 @@ class Queen:
     def get_transport_stats(self) -> Dict[str, Any]:
         """Transport counters and URL health: ``{retries, failovers, errors, urls: [{url, healthy}]}``."""
         return self._transport.stats()
+
+    def running_consumers(self) -> List[RunningConsumer]:
+        """What this client runs in the background in this process: one read-only
+        :class:`~queen_sync.running.RunningConsumer` (``kind`` ``"consumer"`` or ``"stream"``,
+        ``queue``, ``group``, ``query``, ``threads`` alive) per running consumer
+        (``consume()``, blocking or ``background=True``; listed until its last thread ended,
+        handlers included) and per running stream runner (``Stream.run()``; until its stop
+        was asked for), consumers first. Empty after :meth:`close`. A snapshot: sends
+        nothing, waits for nothing; also works on a closed client."""
+        return running_consumers(self._session)
 
     def _check_open(self) -> None:
         self._session.check_open()

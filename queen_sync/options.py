@@ -175,45 +175,54 @@ def update_queue_config(
 
     Raises:
         InvalidInputError: a bad key or value in ``changes`` (nothing sent).
-        BrokerError: the broker refused the status read (other than ``Queue not found``) or
-            the configure.
+        BrokerError: the queue does not exist (the status read answered ``Queue not found``;
+            nothing is configured), or the broker refused the read or the configure.
         ProtocolError: a reply has an unexpected shape (the configure reply is not an object).
     """
     validated = check_options(changes)
     merged: Dict[str, Any] = dict(QUEUE_OPTION_DEFAULTS)
     ns, tk = namespace, task
+    path = "/api/v1/status/queues/%s" % queue
     try:
         detail = wire_admin.queue_detail(requester, queue, what="read of queue %r" % queue)
     except BrokerError as exc:
         if exc.error != "Queue not found" or isinstance(exc, QueenHTTPError):
             raise
-        detail = None
+        # configure is an upsert: sending it would create the queue with defaults (a typo'd
+        # name would become a new queue); the read already told, so nothing more is sent
+        raise BrokerError(
+            "update_config(%r): queue %r does not exist (GET %s answered 'Queue not found'); "
+            "nothing was configured. Create it with queue(%r).config({...}).create()"
+            % (queue, queue, path, queue),
+            status=exc.status,
+            error=exc.error,
+            body=exc.body,
+        ) from None
     remembered = memory.get(queue)
-    if detail is not None:
-        qd = detail.get("queue") if isinstance(detail, dict) else None
-        if not isinstance(qd, dict):
-            raise ProtocolError("queue status reply has no 'queue' object")
-        raw_cfg = qd.get("config")
-        cfg = raw_cfg if isinstance(raw_cfg, dict) else {}
-        for opt in UNREADABLE_QUEUE_OPTIONS:
-            if opt in remembered:
-                merged[opt] = remembered[opt]
-        for opt, key in READABLE_QUEUE_OPTIONS.items():
-            src = qd if opt == "priority" else cfg
-            if src.get(key) is not None:
-                merged[opt] = src[key]
-        if ns is None and isinstance(qd.get("namespace"), str):
-            ns = qd["namespace"]
-        if tk is None and isinstance(qd.get("task"), str):
-            tk = qd["task"]
-        reset = [o for o in UNREADABLE_QUEUE_OPTIONS if o not in validated and o not in remembered]
-        if reset:
-            log.warning(
-                "update_config(%r): a Queen 0.15 broker does not report %s; they are sent as the "
-                "broker defaults (pass them to update_config() to keep other values)",
-                queue,
-                ", ".join(reset),
-            )
+    qd = detail.get("queue") if isinstance(detail, dict) else None
+    if not isinstance(qd, dict):
+        raise ProtocolError("queue status reply has no 'queue' object")
+    raw_cfg = qd.get("config")
+    cfg = raw_cfg if isinstance(raw_cfg, dict) else {}
+    for opt in UNREADABLE_QUEUE_OPTIONS:
+        if opt in remembered:
+            merged[opt] = remembered[opt]
+    for opt, key in READABLE_QUEUE_OPTIONS.items():
+        src = qd if opt == "priority" else cfg
+        if src.get(key) is not None:
+            merged[opt] = src[key]
+    if ns is None and isinstance(qd.get("namespace"), str):
+        ns = qd["namespace"]
+    if tk is None and isinstance(qd.get("task"), str):
+        tk = qd["task"]
+    reset = [o for o in UNREADABLE_QUEUE_OPTIONS if o not in validated and o not in remembered]
+    if reset:
+        log.warning(
+            "update_config(%r): a Queen 0.15 broker does not report %s; they are sent as the "
+            "broker defaults (pass them to update_config() to keep other values)",
+            queue,
+            ", ".join(reset),
+        )
     merged.update(validated)
     reply = wire_resources.configure(requester, queue, merged, namespace=ns or None, task=tk or None)
     memory.remember(reply)

@@ -10,8 +10,9 @@ Installed with the package and found by pytest through its ``pytest11`` entry po
     from ``QUEEN_BEARER_TOKEN``) when one is given.
 ``queen``
     A :class:`queen_sync.Queen` client on that broker, closed after the test. The test fails
-    (at teardown) if a consumer it started is still running at its end: stop background
-    consumers (``consumer.stop()``) or bound them (``limit`` / ``idle_millis``).
+    (at teardown) if a consumer or stream runner of that client is still running at its end
+    (:meth:`Queen.running_consumers`): stop background consumers (``consumer.stop()``) or
+    bound them (``limit`` / ``idle_millis``), stop stream runners (``runner.stop()``).
 ``queen_queue``
     A unique queue name (``test-<12 hex digits>``); the queue is deleted after the test.
     Nothing is created: push to it, or ``queen.queue(queen_queue).config(...).create()``.
@@ -29,15 +30,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Iterator, List, Optional, Set
+from typing import TYPE_CHECKING, Iterator, List, Optional
 
 import pytest
 
-from queen_sync import Queen, QueenError
+from queen_sync import Queen, QueenError, RunningConsumer
 from queen_sync.testing import EmbeddedBroker
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,13 +46,13 @@ __all__ = ["QueenBroker", "queen_broker", "queen", "queen_queue", "queen_faults"
 
 log = logging.getLogger("queen_sync.pytest_plugin")
 
-#: How long the ``queen`` fixture waits, in seconds, for consumer threads of the test to end
+#: How long the ``queen`` fixture waits, in seconds, for the consumers of the test to end
 #: before it reports them as left running (a consumer that was just stopped may still be
 #: finishing its last ack).
 CONSUMER_GRACE_SECONDS = 2.0
 
-# Thread names of queen_sync consumers: "queen-consume-<queue>-<role>".
-_CONSUMER_THREAD = re.compile(r"^queen-consume-(?P<queue>.+)-(?:worker-\d+|fetch-\d+|renew|supervisor)$")
+#: How often the ``queen`` fixture looks again during that grace, in seconds.
+_GRACE_POLL_SECONDS = 0.02
 
 
 class QueenBroker:
@@ -125,19 +124,18 @@ def queen_broker(pytestconfig: pytest.Config) -> Iterator[QueenBroker]:
 @pytest.fixture
 def queen(queen_broker: QueenBroker) -> Iterator["Queen"]:
     """A :class:`~queen_sync.Queen` on the broker under test, closed after the test; fails the
-    test if a consumer it started is still running at its end."""
-    before = _consumer_threads()
+    test if a consumer or stream runner of it is still running at its end."""
     q = queen_broker.client()
     try:
         yield q
     finally:
-        left = _left_running(before)
+        left = _left_running(q)
         q.close()
     if left:
         pytest.fail(
-            "the test left %d consumer thread(s) running, on queue(s) %s: stop background consumers "
-            "(consumer.stop()) or bound them with limit() / idle_millis()"
-            % (len(left), ", ".join(sorted(left))),
+            "the test left %d consumer(s) running: %s: stop background consumers (consumer.stop()) or "
+            "bound them with limit() / idle_millis(); stop stream runners (runner.stop())"
+            % (len(left), ", ".join(_describe(r) for r in left)),
             pytrace=False,
         )
 
@@ -168,15 +166,18 @@ def queen_faults(queen_broker: QueenBroker) -> Iterator["FaultInjector"]:
         faults.clear()
 
 
-def _consumer_threads() -> Set[threading.Thread]:
-    return {t for t in threading.enumerate() if _CONSUMER_THREAD.match(t.name)}
-
-
-def _left_running(before: Set[threading.Thread]) -> Set[str]:
-    """Queues of consumer threads started since ``before`` that are still alive after
-    :data:`CONSUMER_GRACE_SECONDS`."""
-    new = [t for t in _consumer_threads() if t not in before]
+def _left_running(q: Queen) -> List[RunningConsumer]:
+    """What ``q`` still runs after at most :data:`CONSUMER_GRACE_SECONDS`."""
     deadline = time.monotonic() + CONSUMER_GRACE_SECONDS
-    for t in new:
-        t.join(max(0.0, deadline - time.monotonic()))
-    return {m.group("queue") for m in (_CONSUMER_THREAD.match(t.name) for t in new if t.is_alive()) if m}
+    while True:
+        running = q.running_consumers()
+        if not running or time.monotonic() >= deadline:
+            return running
+        time.sleep(_GRACE_POLL_SECONDS)
+
+
+def _describe(r: RunningConsumer) -> str:
+    if r.kind == "stream":
+        return "stream %r on queue %s (group %s, %d thread(s))" % (r.query, r.queue, r.group, r.threads)
+    return "consumer on queue %s (%s, %d thread(s))" % (
+        r.queue, "group %s" % r.group if r.group is not None else "queue mode", r.threads)

@@ -196,7 +196,9 @@ class QueueBuilder:
         (dlqAfterMaxRetries, delayedProcessing, windowBuffer, retentionSeconds,
         completedRetentionSeconds, retentionEnabled, encryptionEnabled, maxWaitTimeSeconds):
         they come from ``options``, else from this client's last configure of the queue, else
-        they are reset to the broker defaults (a warning is logged). A missing queue is created.
+        they are reset to the broker defaults (a warning is logged). A missing queue is
+        refused (the read says ``Queue not found``; nothing is configured, no queue made):
+        create it with ``config(...).create()``.
 
         Race: read and write are two calls; a configure by someone else in between is
         overwritten (last writer wins). Serialise configuration changes yourself if needed.
@@ -207,7 +209,8 @@ class QueueBuilder:
 
         Raises:
             InvalidInputError: an unknown option key or a bad value (nothing sent).
-            BrokerError: the broker refused the read or the configure.
+            BrokerError: the queue does not exist (``.error`` ``"Queue not found"``; only the
+                read was sent), or the broker refused the read or the configure.
         """
         return update_queue_config(
             self._session, self._session.options, self._name, options, self._namespace, self._task

@@ -7,7 +7,7 @@ from typing import Any, List
 
 import pytest
 
-from queen_sync import InvalidInputError, Queen
+from queen_sync import BrokerError, InvalidInputError, Queen
 from queen_sync.options import QUEUE_OPTION_DEFAULTS, UNREADABLE_QUEUE_OPTIONS
 
 ALL_OPTIONS = {
@@ -99,11 +99,27 @@ def test_update_config_forgets_deleted_queue(client: Queen, qname: str) -> None:
     assert client.queue(qname).update_config({"ttl": 60})["options"]["windowBuffer"] == 0
 
 
-def test_update_config_creates_missing_queue(client: Queen, qname: str) -> None:
-    res = client.queue(qname).update_config({"lease_time": 15})
-    assert res["configured"] is True and res["options"]["leaseTime"] == 15
-    assert res["options"]["retryLimit"] == 3
-    assert client.admin.get_queue(qname)["name"] == qname
+def test_update_config_refuses_a_missing_queue_and_creates_nothing(client: Queen, qname: str) -> None:
+    """configure is an upsert: update_config() used to create a missing queue with defaults
+    (a typo'd name became a new queue). The status read it makes anyway tells."""
+    with pytest.raises(BrokerError) as ei:
+        client.queue(qname).update_config({"lease_time": 15})
+    assert str(ei.value) == (
+        "update_config(%r): queue %r does not exist (GET /api/v1/status/queues/%s answered 'Queue not found'); "
+        "nothing was configured. Create it with queue(%r).config({...}).create()" % (qname, qname, qname, qname))
+    assert ei.value.error == "Queue not found"
+    with pytest.raises(BrokerError, match="Queue not found"):
+        client.admin.get_queue(qname)
+    client.queue(qname).config({"lease_time": 15}).create()
+    assert client.queue(qname).update_config({"retry_limit": 5})["options"]["leaseTime"] == 15
+
+
+def test_update_config_of_a_missing_queue_sends_only_the_read(embedded_broker: Any) -> None:
+    with Queen(embedded_broker.url) as q:
+        with pytest.raises(BrokerError, match="does not exist"):
+            q.queue("nope").update_config({"ttl": 60})
+    assert embedded_broker.request_count("POST", "/api/v1/configure") == 0
+    assert embedded_broker.request_count("GET", "/api/v1/status/queues/nope") == 1
 
 
 @pytest.mark.parametrize("opts", [{"lease": 5}, {"leaseTime": "60"}, {"retry_limit": -1}, "x"])

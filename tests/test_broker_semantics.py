@@ -7,6 +7,7 @@ index lag does not matter). Tests needing broker-wide switches use ``embedded_br
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import threading
@@ -78,6 +79,50 @@ def test_push_validation_and_empty(http: RawHTTP, q: str) -> None:
         (400, {"error": "TransactionId must be a string"})
     st, body = http.request("POST", "/api/v1/push", raw=b"not json")
     assert st == 400 and body["error"].startswith("Invalid JSON: [json.exception.parse_error.101]")
+
+
+def _strict_json(raw: bytes) -> object:
+    def refuse(token: str) -> object:
+        raise AssertionError("not JSON: %s in %r" % (token, raw[:200]))
+    return json.loads(raw, parse_constant=refuse)
+
+
+def test_numbers_beyond_a_double_are_refused_and_others_pop_as_doubles(http: RawHTTP, q: str) -> None:
+    # The real broker parses bodies with nlohmann::json: a number a double cannot hold fails the
+    # parse (400, nothing stored); a number outside the 64-bit integer range becomes a double.
+    big = "1" + "0" * 400
+    for token in ("1e400", "-1E+400", big):
+        raw = ('{"items":[{"queue":"%s","payload":{"ok":1,"n":%s}}]}' % (q, token)).encode()
+        assert http.request("POST", "/api/v1/push", raw=raw) == (400, {
+            "error": "Invalid JSON: [json.exception.out_of_range.406] number overflow parsing '%s'" % token})
+    st, body = http.request("POST", "/api/v1/push", raw=('{"items":[{"queue":"%s","payload":NaN}]}' % q).encode())
+    assert st == 400 and body["error"].startswith("Invalid JSON: [json.exception.parse_error.101]")
+    assert http.pop(q, batch=5, wait=False)["error"] == "no_available_partition"  # nothing was stored
+    # in range: exact 64-bit integers, everything else a double (and always valid JSON on the way back)
+    raw = ('{"items":[{"queue":"%s","payload":[18446744073709551615,-9223372036854775808,'
+           '18446744073709551616,%s,1e300,1e-400,12.0]}]}' % (q, "1" + "0" * 24)).encode()
+    st, body = http.request("POST", "/api/v1/push", raw=raw)
+    assert st == 200 and body[0]["status"] == "queued", body
+    r = http.response("GET", "/api/v1/pop/queue/%s?wait=true&timeout=3000" % q)
+    data = _strict_json(r.data)["messages"][0]["data"]  # type: ignore[index]
+    assert data == [2 ** 64 - 1, -(2 ** 63), float(2 ** 64), 1e24, 1e300, 0.0, 12.0]
+    assert [type(v) for v in data] == [int, int, float, float, float, float, float]
+
+
+def test_embedded_broker_number_rules_hold_without_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
+    from queen_sync.testing import _util
+    raw = b'[18446744073709551615,-9223372036854775808,18446744073709551616,1e300,1e-400,12.0,-0]'
+    expected = _util.loads(raw)
+    monkeypatch.setattr(_util, "_orjson", None)
+    got = _util.loads(raw)
+    assert got == expected and [type(v) for v in got] == [type(v) for v in expected]
+    for token in ("1e400", "9" * 5000):
+        with pytest.raises(_util.NumberOverflow) as info:
+            _util.loads(b'{"a":[1,%s]}' % token.encode())
+        assert info.value.token == token
+    for bad in (b"NaN", b"[-Infinity]", b"[Infinity]"):
+        with pytest.raises(ValueError):
+            _util.loads(bad)
 
 
 def test_push_dedup_per_partition_forever(http: RawHTTP, q: str) -> None:

@@ -94,20 +94,36 @@ def test_producer_counts_broker_buffered_as_delivered(embedded_broker: Any, fast
 # --------------------------------------------------------------------------- payload numbers
 
 
-def test_payload_number_beyond_double_does_not_stop_consume(client: Queen, broker_url: str, qname: str) -> None:
-    """A payload orjson cannot parse (a 401-digit integer) used to fail every pop reply that
-    carried it, so consume() could never get past it."""
+def test_payload_number_beyond_double_is_refused_by_the_broker(client: Queen, broker_url: str, qname: str) -> None:
+    """A real broker parses push bodies with nlohmann::json: a number beyond a double (a
+    401-digit integer) fails the parse (400), nothing is stored, and consume goes on."""
     big = "1" + "0" * 400
     raw = ('{"items":[{"queue":"%s","partition":"p","payload":{"n":%s},"transactionId":"%s"}]}'
            % (qname, big, uuid.uuid4())).encode()
     resp = urllib3.request("POST", broker_url + "/api/v1/push", body=raw, headers={"Content-Type": "application/json"})
-    assert resp.status in (200, 201), resp.data
-    assert resp.json()[0]["status"] == "queued"
+    assert resp.status == 400, resp.data
+    assert resp.json() == {"error": "Invalid JSON: [json.exception.out_of_range.406] number overflow parsing '%s'" % big}
     client.queue(qname).partition("p").push({"data": "after"})
     seen: List[Any] = []
-    res = client.queue(qname).partition("p").each().limit(2).idle_millis(5000).consume(lambda m: seen.append(m["data"]))
-    assert seen == [{"n": int(big)}, "after"]
-    assert res.handled == 2
+    res = client.queue(qname).partition("p").each().limit(1).idle_millis(5000).consume(lambda m: seen.append(m["data"]))
+    assert seen == ["after"] and res.handled == 1
+
+
+def test_pop_reply_with_a_number_beyond_double_does_not_stop_consume(embedded_broker: Any) -> None:
+    """A pop reply orjson cannot parse (a 401-digit integer; a broker storing JSONB numerics
+    could send one) used to fail every pop that carried it, so consume() could never get past it."""
+    big = 10 ** 400
+    with Queen(embedded_broker.url) as q:
+        q.queue("audit").partition("p").push({"data": "after"})
+        msg = {"id": str(uuid.uuid4()), "transactionId": str(uuid.uuid4()), "partitionId": str(uuid.uuid4()),
+               "partition": "p", "data": {"n": big}, "createdAt": "2026-12-01T00:00:00.000000Z",
+               "leaseId": str(uuid.uuid4()), "consumerGroup": "__QUEUE_MODE__", "traceId": None, "producerSub": None}
+        embedded_broker.faults.add("GET", "/api/v1/pop/queue/audit", "status", status=200, times=1, body={
+            "success": True, "queue": "audit", "partition": "p", "partitionId": msg["partitionId"],
+            "leaseId": msg["leaseId"], "consumerGroup": "__QUEUE_MODE__", "partitionsClaimed": 1, "messages": [msg]})
+        seen: List[Any] = []
+        res = q.queue("audit").partition("p").each().limit(2).idle_millis(5000).consume(lambda m: seen.append(m["data"]))
+    assert seen == [{"n": big}, "after"] and res.handled == 2
 
 
 # --------------------------------------------------------------------------- timestamps

@@ -32,11 +32,24 @@ def test_a_consumer_left_running_fails_the_test(pytester: pytest.Pytester) -> No
         def test_bounded(queen, queen_queue):
             queen.queue(queen_queue).push({"data": 1})
             assert queen.queue(queen_queue).group("g").limit(1).consume(lambda m: None).handled == 1
+
+        def test_stream_leaks(queen, queen_queue):
+            from queen_sync.streams import Stream
+            Stream.from_(queen.queue(queen_queue)).to(queen.queue(queen_queue + "-out")).run(queen_queue + ".q")
+
+        def test_stream_stops(queen, queen_queue):
+            from queen_sync.streams import Stream
+            Stream.from_(queen.queue(queen_queue)).to(queen.queue(queen_queue + "-out")).run(queen_queue + ".q").stop()
         """
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3, errors=1)
-    result.stdout.fnmatch_lines(["*ERROR at teardown of test_leaks*", "*left * consumer thread(s) running, on queue(s) test-*"])
+    result.assert_outcomes(passed=5, errors=2)
+    result.stdout.fnmatch_lines([
+        "*ERROR at teardown of test_leaks*",
+        "*left 1 consumer(s) running: consumer on queue test-* (group g, * thread(s)): stop background consumers*",
+        "*ERROR at teardown of test_stream_leaks*",
+        "*left 1 consumer(s) running: stream 'test-*.q' on queue test-* (group streams.test-*.q, * thread(s))*",
+    ])
 
 
 def test_faults_are_cleared_and_the_header_names_the_broker(pytester: pytest.Pytester) -> None:

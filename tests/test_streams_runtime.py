@@ -84,6 +84,31 @@ def test_tumbling_exact_with_lost_replies_lost_requests_and_503s():
     assert len(broker.sink_payloads()) == 18  # never twice
 
 
+@pytest.mark.parametrize("faults", [["lose_before"] * 5, ["lose_after"] + ["503"] * 4],
+                         ids=["never-applied", "applied-then-unreachable"])
+def test_a_cycle_resent_past_the_resend_budget_is_not_given_up(faults):
+    """Five failed sends of one cycle in a row (the budget of _RESENDS = 4 resends, before a
+    report): the runner keeps resending until the broker answers. It used to give up there:
+    a batch no copy of which had landed then waited for its lease to expire (30 s here, 5 min
+    on a broker by default), and one whose first copy had committed was never counted (the
+    flake of the lost-replies test above, once in ~40 runs under load)."""
+    broker = FakeBroker(lease_seconds=60)
+    for i in range(5):
+        broker.push("A", {"x": 1}, T0 + i)
+    broker.push("A", {"x": 1}, T0 + 5000)
+    seen = []
+    for action in faults:
+        broker.faults.append(lambda path, body, a=action: a if path == "/streams/v1/cycle" and body["ack"] else None)
+    runner = _sum_pipeline(FakeSource(broker)).run("q3b", batch_size=100, max_wait_millis=10,
+                                                   on_error=lambda e, ctx: seen.append(ctx["phase"]))
+    with runner:
+        wait_for(lambda: runner.metrics()["messagesTotal"] == 6, timeout_s=20, what="the batch acked and counted")
+    assert [(p["count"], p["sum"]) for p in broker.sink_payloads()] == [(5, 5)]  # exactly once
+    m = runner.metrics()
+    assert m["resendsTotal"] == 5 and seen == ["cycle"]  # one report once past the budget
+    assert m["maybeCommittedTotal"] == (1 if faults[0] == "lose_after" else 0)
+
+
 def test_resend_after_lost_reply_is_refused_for_its_lease_and_nothing_doubles():
     broker = FakeBroker()
     for i in range(5):

@@ -127,3 +127,23 @@ def test_tls_option_errors(ca_file: str, tmp_path: Path) -> None:
         Queen(url, key_file=ca_file)
     with pytest.raises(InvalidInputError, match="ca_certs must be the path of a PEM file"):
         Queen(url, ca_certs=str(tmp_path / "missing.pem"))
+    with pytest.raises(InvalidInputError, match="ca_certs must be the path of a PEM file"):
+        Queen(url, ca_certs=str(tmp_path))  # a directory
+
+
+def test_a_ca_bundle_without_a_certificate_fails_at_construction(ca: Any, ca_file: str, tmp_path: Path) -> None:
+    """Not PEM, empty, a key instead of a certificate, DER: refused by ``Queen()`` (was: only
+    the first request failed, as a broker that could not be reached)."""
+    key = tmp_path / "key.pem"
+    ca.private_key_pem.write_to_path(str(key))
+    der = tmp_path / "ca.der"
+    der.write_bytes(ssl.PEM_cert_to_DER_cert(Path(ca_file).read_text()))
+    garbage, empty = tmp_path / "garbage.pem", tmp_path / "empty.pem"
+    garbage.write_text("not a certificate\n")
+    empty.write_text("")
+    for bad in (garbage, empty, key, der):
+        with pytest.raises(InvalidInputError) as info:
+            Queen("https://127.0.0.1:1", ca_certs=str(bad))
+        assert str(info.value).startswith("ca_certs %r holds no CA certificate OpenSSL can read" % str(bad))
+    with Queen("https://127.0.0.1:1", ca_certs=ca_file) as q:  # a real bundle still constructs
+        assert q.urls == ["https://127.0.0.1:1"]

@@ -237,6 +237,13 @@ class StreamRunner:
         """True from start until stop() (False in a forked child)."""
         return self._started and not self._stop_event.is_set() and self._pid == os.getpid()
 
+    def _thread_count(self) -> int:
+        """Threads of this runner alive now: pop, flush and cycle workers (those of the pool
+        are read from ThreadPoolExecutor's own set, CPython's ``_threads``)."""
+        pool = self._pool
+        workers = list(getattr(pool, "_threads", ())) if pool is not None else []
+        return sum(1 for t in self._threads + workers if t.is_alive())
+
     def _request_stop(self, reason: str) -> None:
         with self._lock:
             if self._stop_reason is None:
@@ -510,9 +517,12 @@ class StreamRunner:
         return True
 
     def _commit(self, p: _Partition, work: CycleWork, group: Optional[str]) -> Optional[str]:
-        """Send the cycle, resending the same body when its outcome is unknown. Returns
-        ``"committed"``, ``"maybe"`` (a resend refused for its lease: the first copy most
-        likely committed) or None (refused or given up: nothing applied, or unknown)."""
+        """Send the cycle, resending the same body while its outcome is unknown (a lost
+        reply, a 5xx): with a growing pause (0.1 s doubling, at most 2 s) until the broker
+        answers, reported once after :data:`_RESENDS` resends; given up after those only
+        when the runner is stopping. Returns ``"committed"``, ``"maybe"`` (a resend refused
+        for its lease: the first copy most likely committed, or the lease expired) or None
+        (refused, or given up while stopping: nothing applied, or unknown)."""
         attempt = 0
         while True:
             try:
@@ -537,12 +547,19 @@ class StreamRunner:
                     return None
                 attempt += 1
                 p.watermark = None
-                if attempt > _RESENDS:
+                if attempt > _RESENDS and self._stop_event.is_set():
+                    # stopping: abandon; if no copy committed, the lease expiry brings the batch back
                     self._count(maybeCommittedTotal=1)
                     self._report(err, {"phase": "cycle", "partition": p.pid})
                     return None
+                if attempt == _RESENDS + 1:
+                    # still unknown: resending until the broker answers (a resend refused for its
+                    # lease once the lease expired ends it too). Giving up here left the batch
+                    # unacked until its lease expired (5 min by default) when no copy had
+                    # committed, and uncounted when one had.
+                    self._report(err, {"phase": "cycle", "partition": p.pid})
                 self._count(resendsTotal=1)
-                time.sleep(min(2.0, 0.1 * (2 ** (attempt - 1))))
+                time.sleep(min(2.0, 0.1 * (2 ** min(attempt - 1, 5))))
                 continue
             except ClientClosedError as err:
                 self._report(err, {"phase": "cycle", "partition": p.pid})

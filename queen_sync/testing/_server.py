@@ -18,7 +18,7 @@ from . import _admin, _streams
 from ._faults import FaultInjector, RequestLog
 from ._state import BrokerState
 from ._util import BadRequest as _BadRequest
-from ._util import dumps, json_error_text, loads
+from ._util import NumberOverflow, dumps, json_error_text, loads
 
 logger = logging.getLogger("queen_sync.testing")
 
@@ -84,6 +84,8 @@ class Router(object):
             raise _BadRequest("Empty request body")
         try:
             return loads(raw)
+        except NumberOverflow as exc:
+            raise _BadRequest("Invalid JSON: " + exc.text)
         except (ValueError, UnicodeDecodeError):
             raise _BadRequest("Invalid JSON: " + json_error_text(raw))
 

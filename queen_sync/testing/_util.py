@@ -29,6 +29,7 @@ __all__ = [
     "parse_ts_us",
     "json_error_text",
     "BadRequest",
+    "NumberOverflow",
 ]
 
 
@@ -50,14 +51,55 @@ def dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+class NumberOverflow(ValueError):
+    """A JSON number too large for a double (``1e400``, a 401-digit int): the real broker refuses it."""
+
+    def __init__(self, token: str) -> None:
+        ValueError.__init__(self, token)
+        self.token = token
+
+    @property
+    def text(self) -> str:
+        """nlohmann::json's own text for it (the broker answers 400 ``Invalid JSON: <text>``)."""
+        return "[json.exception.out_of_range.406] number overflow parsing '%s'" % self.token
+
+
+# The real broker parses every body with nlohmann::json (3.11): an integer inside the 64-bit range
+# (signed or unsigned) stays exact, any other number becomes a double, and a number a double
+# cannot hold fails the parse (out_of_range.406) before anything is stored. orjson does the same;
+# the stdlib fallback below (for input orjson refuses, or no orjson) is told to do it too.
+_INT_MIN, _UINT_MAX = -(2 ** 63), 2 ** 64 - 1
+
+
+def _parse_float(token: str) -> float:
+    value = float(token)
+    if value in (float("inf"), float("-inf")):
+        raise NumberOverflow(token)
+    return value
+
+
+def _parse_int(token: str) -> Any:
+    if len(token) <= 20:  # cheap bound first: int() of thousands of digits is slow and limited
+        value = int(token)
+        if _INT_MIN <= value <= _UINT_MAX:
+            return value
+    return _parse_float(token)
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError("not JSON: " + token)  # NaN / Infinity are no JSON literals for nlohmann either
+
+
 def loads(data: bytes) -> Any:
-    """Parse JSON bytes; raises ``ValueError`` on malformed input."""
+    """Parse JSON bytes as the real broker does; raises ``ValueError`` on malformed input
+    (:class:`NumberOverflow` for a number beyond a double)."""
     if _orjson is not None:
         try:
             return _orjson.loads(data)
         except _orjson.JSONDecodeError:
-            pass  # the stdlib decides (it accepts a few things orjson refuses, e.g. huge ints)
-    return json.loads(data.decode("utf-8"))
+            pass  # the stdlib decides, and names the number that overflowed
+    return json.loads(data.decode("utf-8"), parse_float=_parse_float, parse_int=_parse_int,
+                      parse_constant=_refuse_constant)
 
 
 _rand = random.Random()

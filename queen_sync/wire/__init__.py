@@ -32,16 +32,19 @@ Shared helpers (:mod:`queen_sync.wire._base`), stable for new route modules of t
 
 - ``Requester``: the :class:`typing.Protocol` above.
 - ``checked(requester, method, path, *, what, body=None, query=None, idempotent=None,
-  retry=None, timeout_millis=None, affinity_key=None) -> Any``: send one call and return
+  retry=None, timeout_millis=None, affinity_key=None, nan_as_null=False,
+  require_success=False, refusal=None) -> Any``: send one call and return
   its decoded JSON body (``None`` for a 204 / empty body). ``body`` is a JSON-able object
   (encoded by the codec; a POST without one sends ``{}``); ``idempotent`` defaults to True
   for GET / DELETE, False for POST. Raises BrokerError for a 200 body with ``error`` /
   ``success: false`` (message ``"<what> refused by the broker: <error>"``),
   RouteNotFoundError naming ``what``, method and path for a missing route, ProtocolError
-  for a body that is not JSON, and the transport's errors.
+  for a body that is not JSON, and the transport's errors. ``require_success``: the route's
+  every reply carries ``success`` (the streams routes), refused unless it is true;
+  ``refusal(doc, status) -> QueenError`` builds the error raised instead of BrokerError.
 - ``checked_object(...)``: the same, for routes always answered with a JSON object
   (ProtocolError otherwise).
-- ``check_reply(doc, what, status) -> doc``: the body check alone, for a body decoded
+- ``check_reply(doc, what, status, *, require_success=False, refusal=None) -> doc``: the body check alone, for a body decoded
   elsewhere.
 - ``query_params(**params) -> Dict[str, str]``: query values as text, ``None`` dropped.
 """

@@ -5,6 +5,9 @@ A reply is checked the same way on every route: a 200 body carrying ``error`` (o
 ``success: false``) raises :class:`~queen_sync.errors.BrokerError`; a route the broker does
 not have raises :class:`~queen_sync.errors.RouteNotFoundError` naming the call, the method
 and the path (with a hint for the routes the official clients call that a 0.15 broker lacks).
+Routes whose every reply carries ``success`` (the streams routes) ask for
+``require_success`` (refused unless ``success`` is true) and may build their own error
+(``refusal``): their errors carry the query name.
 """
 
 # mypy: no-warn-return-any
@@ -15,10 +18,13 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Mapping, Optional, Protocol
 
 from .. import codec
-from ..errors import BrokerError, ProtocolError, RouteNotFoundError
+from ..errors import BrokerError, ProtocolError, QueenError, RouteNotFoundError
 from ..transport import Response
 
-__all__ = ["Requester", "checked", "check_reply", "checked_object", "query_params"]
+__all__ = ["Requester", "Refusal", "checked", "check_reply", "checked_object", "query_params"]
+
+#: Builds the error raised for a refused reply: ``refusal(doc, status) -> QueenError``.
+Refusal = Callable[[Dict[str, Any], int], QueenError]
 
 #: Routes the official clients call that a Queen 0.15 broker does not have (method, path prefix → method name).
 _MISSING_ROUTE_HINTS = {
@@ -63,13 +69,37 @@ def query_params(**params: Any) -> Dict[str, str]:
     return out
 
 
-def check_reply(doc: Any, what: str, status: int) -> Any:
-    """Return the decoded body ``doc`` unless it carries ``error`` or ``success: false``.
+def check_reply(
+    doc: Any,
+    what: str,
+    status: int,
+    *,
+    require_success: bool = False,
+    refusal: Optional[Refusal] = None,
+) -> Any:
+    """Return the decoded body ``doc`` unless the broker refused the call in it.
+
+    A JSON-object body is refused when it carries ``error`` or ``success: false``; with
+    ``require_success`` (routes whose every reply carries ``success``), unless ``success`` is
+    true. Any other body (a list, ...) passes.
+
+    Args:
+        refusal: builds the error raised for a refused body (``refusal(doc, status)``);
+            default BrokerError.
 
     Raises:
-        BrokerError: ``"<what> refused by the broker: <error>"`` (``.error``, ``.body``, ``.status``).
+        BrokerError: ``"<what> refused by the broker: <error>"`` (``.error``, ``.body``,
+            ``.status``), or what ``refusal`` built.
     """
-    if isinstance(doc, dict) and (doc.get("error") is not None or doc.get("success") is False):
+    if not isinstance(doc, dict):
+        return doc
+    if require_success:
+        refused = doc.get("success") is not True
+    else:
+        refused = doc.get("error") is not None or doc.get("success") is False
+    if refused:
+        if refusal is not None:
+            raise refusal(doc, status)
         err = doc.get("error")
         raise BrokerError("%s refused by the broker: %s" % (what, err), status=status, error=err, body=doc)
     return doc
@@ -87,6 +117,9 @@ def checked(
     retry: Optional[str] = None,
     timeout_millis: Optional[int] = None,
     affinity_key: Optional[str] = None,
+    nan_as_null: bool = False,
+    require_success: bool = False,
+    refusal: Optional[Refusal] = None,
 ) -> Any:
     """Send one call and return its checked, decoded JSON body (``None`` for a 204 or an
     empty body).
@@ -99,16 +132,19 @@ def checked(
         query: query parameters (text values; see :func:`query_params`), or None.
         idempotent: True for ``RETRY_ALWAYS``; default True for GET and DELETE, False for POST.
         retry, timeout_millis, affinity_key: passed on to the requester.
+        nan_as_null: NaN / ±Infinity floats in ``body`` are sent as ``null`` instead of
+            refused (InvalidInputError, nothing sent).
+        require_success, refusal: how the body is checked, see :func:`check_reply`.
 
     Raises:
-        RouteNotFoundError: the broker has no such route (names ``method path``).
-        BrokerError: the body carries ``error`` / ``success: false``.
+        RouteNotFoundError: the broker has no such route (names ``what``, ``method path``).
+        BrokerError: the body carries ``error`` / ``success: false`` (or what ``refusal`` built).
         ProtocolError: the body is not JSON.
         the transport's errors (QueenConnectionError, QueenHTTPError, ...).
     """
     if idempotent is None:
         idempotent = method != "POST"
-    raw = codec.encode_json(body) if body is not None else None
+    raw = codec.encode_json(body, nan_as_null=nan_as_null) if body is not None else None
     try:
         resp = requester.request(
             method,
@@ -124,7 +160,8 @@ def checked(
         raise _route_not_found(method, path, what, exc) from None
     if resp.status == 204 or not resp.data:
         return None
-    return check_reply(codec.decode_json(resp.data), what, resp.status)
+    return check_reply(codec.decode_json(resp.data), what, resp.status,
+                       require_success=require_success, refusal=refusal)
 
 
 def checked_object(requester: Requester, method: str, path: str, *, what: str, **kw: Any) -> Dict[str, Any]:

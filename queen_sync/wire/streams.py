@@ -6,17 +6,16 @@
 
 A 0.15 broker answers every failure on these routes, a config-hash conflict included, with
 HTTP 200 and ``{"success": false, "error": ...}`` (only request validation gets a real 400),
-so the body decides. Bodies are built and read through :mod:`queen_sync.codec` only. Each
-function takes a *requester*: anything with ``request(method, path, *, body, query,
-idempotent, timeout_millis, retry, affinity_key) -> Response`` (a
-:class:`queen_sync.transport.Transport` is one).
+so the body decides: every reply is checked by :func:`queen_sync.wire._base.checked_object`
+with ``require_success`` (refused unless ``success`` is true), and the errors name the query.
+Each function takes a *requester* (:class:`queen_sync.wire._base.Requester`; a
+:class:`queen_sync.transport.Transport` or a client session is one).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Protocol, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
-from .. import codec
 from ..errors import (
     InvalidInputError,
     ProtocolError,
@@ -24,6 +23,7 @@ from ..errors import (
     StreamsCycleError,
     StreamsError,
 )
+from ._base import Requester, checked_object
 
 __all__ = ["Requester", "register_query", "cycle", "get_state"]
 
@@ -32,28 +32,9 @@ _CYCLE = "/streams/v1/cycle"
 _STATE = "/streams/v1/state/get"
 
 
-class Requester(Protocol):
-    """What the wire functions call (a Transport, or an adapter of a Queen client)."""
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Optional[bytes] = ...,
-        query: Optional[Mapping[str, Any]] = ...,
-        idempotent: bool = ...,
-        timeout_millis: Optional[int] = ...,
-        retry: Optional[str] = ...,
-        affinity_key: Optional[str] = ...,
-    ) -> Any: ...
-
-
-def _reply(resp: Any, what: str) -> Dict[str, Any]:
-    doc = codec.decode_json(resp.data)
-    if not isinstance(doc, dict):
-        raise ProtocolError("%s reply is not a JSON object" % what, resp.data)
-    return doc
+def _error_text(doc: Dict[str, Any]) -> Optional[str]:
+    err = doc.get("error")
+    return err if isinstance(err, str) else None
 
 
 def _is_int(v: Any) -> bool:
@@ -94,31 +75,29 @@ def register_query(
     body: Dict[str, Any] = {"name": name, "source_queue": source_queue, "config_hash": config_hash, "reset": bool(reset)}
     if sink_queue:
         body["sink_queue"] = sink_queue
-    resp = requester.request("POST", _REGISTER, body=codec.encode_json(body), idempotent=True)
-    doc = _reply(resp, "register")
-    if doc.get("success") is not True:
+    what = "stream query %r: register" % (name,)
+
+    def refusal(doc: Dict[str, Any], status: int) -> StreamsError:
         err = doc.get("error")
         text = err if isinstance(err, str) else "register refused"
         if "config_hash mismatch" in text:
-            raise StreamsConfigHashError(
+            return StreamsConfigHashError(
                 "stream query %r: config_hash mismatch, the operator chain changed since it was "
                 "registered (broker: %s). Pass reset=True to run() to wipe the query's state (the "
                 "source cursor is kept), or use a new query_id." % (name, text.strip()),
                 query=name,
                 config_hash=config_hash,
-                status=resp.status,
+                status=status,
                 error=err,
                 body=doc,
             )
-        raise StreamsError(
-            "stream query %r: register refused by the broker: %s" % (name, text),
-            query=name,
-            status=resp.status,
-            error=err,
-            body=doc,
-        )
+        return StreamsError("%s refused by the broker: %s" % (what, text),
+                            query=name, status=status, error=err, body=doc)
+
+    doc = checked_object(requester, "POST", _REGISTER, what=what, body=body, idempotent=True,
+                         require_success=True, refusal=refusal)
     if not isinstance(doc.get("query_id"), str) or not doc["query_id"]:
-        raise ProtocolError("register reply has no query_id", resp.data)
+        raise ProtocolError("%s: the reply has no query_id" % what)
     return doc
 
 
@@ -170,22 +149,18 @@ def cycle(
         "ack": dict(ack) if ack is not None else None,
         "release_lease": bool(release_lease),
     }
-    resp = requester.request(
-        "POST", _CYCLE, body=codec.encode_json(body, nan_as_null=nan_as_null), idempotent=False, retry="unsent", affinity_key=partition_id
-    )
-    doc = _reply(resp, "cycle")
-    if doc.get("success") is not True:
-        err = doc.get("error")
-        raise StreamsCycleError(
-            "stream query %r: cycle on partition %s rolled back by the broker: %s" % (query, partition_id, err),
-            query=query,
-            status=resp.status,
-            error=err if isinstance(err, str) else None,
-            body=doc,
-        )
+    what = "stream query %r: cycle on partition %s" % (query, partition_id)
+
+    def refusal(doc: Dict[str, Any], status: int) -> StreamsError:
+        return StreamsCycleError("%s rolled back by the broker: %s" % (what, doc.get("error")),
+                                 query=query, status=status, error=_error_text(doc), body=doc)
+
+    doc = checked_object(requester, "POST", _CYCLE, what=what, body=body, nan_as_null=nan_as_null,
+                         idempotent=False, retry="unsent", affinity_key=partition_id,
+                         require_success=True, refusal=refusal)
     ack_result = doc.get("ack_result")
     if ack is not None and not (isinstance(ack_result, dict) and ack_result.get("success") is True):
-        raise ProtocolError("cycle reply has no successful ack_result", resp.data)
+        raise ProtocolError("%s: the reply has no successful ack_result" % what)
     return doc
 
 
@@ -225,20 +200,17 @@ def get_state(
         body["key_prefix"] = key_prefix
     if ripe_at_or_before is not None:
         body["ripe_at_or_before"] = ripe_at_or_before
-    resp = requester.request("POST", _STATE, body=codec.encode_json(body), idempotent=True, affinity_key=partition_id)
-    doc = _reply(resp, "state/get")
-    if doc.get("success") is not True:
-        err = doc.get("error")
-        raise StreamsError(
-            "stream query %r: state read on partition %s refused by the broker: %s" % (query, partition_id, err),
-            query=query,
-            status=resp.status,
-            error=err if isinstance(err, str) else None,
-            body=doc,
-        )
+    what = "stream query %r: state read on partition %s" % (query, partition_id)
+
+    def refusal(doc: Dict[str, Any], status: int) -> StreamsError:
+        return StreamsError("%s refused by the broker: %s" % (what, doc.get("error")),
+                            query=query, status=status, error=_error_text(doc), body=doc)
+
+    doc = checked_object(requester, "POST", _STATE, what=what, body=body, idempotent=True,
+                         affinity_key=partition_id, require_success=True, refusal=refusal)
     rows = doc.get("rows")
     if not isinstance(rows, list):
-        raise ProtocolError("state/get reply has no rows list", resp.data)
+        raise ProtocolError("%s: the reply has no rows list" % what)
     out: Dict[str, Any] = {}
     for row in rows:
         if isinstance(row, dict) and isinstance(row.get("key"), str):
