@@ -397,7 +397,7 @@ class PushBuffer:
             try:
                 # a reply without one result per item (ProtocolError): outcome unknown, resend (same ids)
                 # budget=False: this loop is the long retry (and it stops on close)
-                results, _status = wire_messages.push(
+                results, _status, _failed = wire_messages.push(
                     self._transport, body, queue=self.queue, partition=self.partition, count=count, budget=False
                 )
             except ClientClosedError:
