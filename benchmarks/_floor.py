@@ -16,6 +16,7 @@ The CPU it spends per message is the baseline the benchmarks divide by ("x floor
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 import uuid
@@ -79,6 +80,7 @@ class FloorClient:
         threads = [threading.Thread(target=work, args=(b,)) for b in bodies_per_thread]
         for t in threads:
             t.start()
+        gc.collect()  # the same collector state at every client's start (bench_push.py docstring)
         barrier.wait()
         t0, c0 = time.perf_counter(), time.process_time()
         for t in threads:

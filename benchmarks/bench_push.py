@@ -18,6 +18,11 @@ What is measured:
   then a flush.
 - msg/s is wall-clock; CPU us/msg is ``time.process_time()`` of this process (the client
   side only: the broker runs in another process) divided by the messages pushed.
+- ``gc.collect()`` runs before every client's clock starts (floor, queen_sync, queen-mq alike):
+  a full collection of this process costs some 20-50 ms, i.e. up to 1.5 us/msg of a
+  30000-message cell, and without it the run that happens to cross the collector's threshold
+  pays for the garbage every earlier run left (mostly queen-mq's). Collections a client's own
+  allocations cause within its run are still counted.
 - latency: one single-item push made from plain synchronous code, as a Flask / Django view
   would: queen_sync directly on a shared client; queen-mq through ``asyncio.run(...)``, which
   needs a client created inside that event loop (an httpx AsyncClient cannot be shared
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import io
 import logging
 import os
@@ -87,6 +93,7 @@ def ours_push(url: str, queue: str, batch: int, threads: int, total: int, buffer
     ths = [threading.Thread(target=work, args=(n,)) for n in calls]
     for t in ths:
         t.start()
+    gc.collect()  # every client starts its clock from the same collector state (module docstring)
     barrier.wait()
     t0, c0 = time.perf_counter(), time.process_time()
     for t in ths:
@@ -129,6 +136,7 @@ def theirs_push(url: str, queue: str, batch: int, conc: int, total: int, buffere
                 for _ in range(n):
                     await q.queue(queue).push(items)
 
+        gc.collect()
         t0, c0 = time.perf_counter(), time.process_time()
         await asyncio.gather(*(work(n) for n in calls))
         if buffered:

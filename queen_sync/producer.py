@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import itertools
 import logging
 import os
 import sys
@@ -217,8 +218,12 @@ class PushBuffer:
             BufferFullError: no room within the timeout (nothing of this call was buffered).
             ClientClosedError: the buffer (client) is closed.
         """
-        count = sum(c for _, c in fragments)
-        nbytes = sum(len(f) for f, _ in fragments)
+        self._add(fragments, sum(c for _, c in fragments), sum(len(f) for f, _ in fragments), timeout_millis)
+
+    def _add(
+        self, fragments: Sequence[Tuple[bytes, int]], count: int, nbytes: int, timeout_millis: Optional[int] = None
+    ) -> None:
+        """:meth:`add`, with the fragments' message ``count`` and ``nbytes`` already summed."""
         limit = self.options.max_messages
         assert limit is not None  # BufferOptions.__post_init__ fills in the default
         with self._lock:
@@ -242,16 +247,18 @@ class PushBuffer:
             was_empty = not self._frags
             for frag, c in fragments:
                 self._frags.append((frag, c, now))
-            self._waiting += count
-            self._waiting_bytes += nbytes
+            before, before_bytes = self._waiting, self._waiting_bytes
+            self._waiting = waiting = before + count
+            self._waiting_bytes = waiting_bytes = before_bytes + nbytes
             self._enqueued += count
             if self._thread is None:
                 self._start_thread()
-            if (
-                was_empty
-                or self._waiting >= self.options.message_count
-                or self._waiting_bytes >= self.options.max_bytes
-            ):
+            # Wake the sender only when this add changes what it waits for: the first message
+            # (it starts the time trigger) or a size trigger newly reached. Past a trigger it
+            # was woken already and sends without waiting (see _run); a wake-up per push would
+            # cost a GIL hand-off per push.
+            mc, mb = self.options.message_count, self.options.max_bytes
+            if was_empty or (before < mc <= waiting) or (before_bytes < mb <= waiting_bytes):
                 self._work.notify()
 
     def _start_thread(self) -> None:
@@ -397,7 +404,7 @@ class PushBuffer:
             try:
                 # a reply without one result per item (ProtocolError): outcome unknown, resend (same ids)
                 # budget=False: this loop is the long retry (and it stops on close)
-                results, _status = wire_messages.push(
+                results, _status, _failed = wire_messages.push(
                     self._transport, body, queue=self.queue, partition=self.partition, count=count, budget=False
                 )
             except ClientClosedError:
@@ -431,6 +438,12 @@ class PushBuffer:
                 failures += 1
                 continue
             # queued / duplicate / buffered (a broker's file buffer, stored later) = delivered
+            if not statuses:  # first reply: all delivered is the common case, told in C-level passes
+                sts = list(map(dict.get, results, itertools.repeat("status")))
+                dup = sts.count("duplicate")
+                if sts.count("queued") + dup + sts.count("buffered") == count:
+                    self._count_delivered(count, dup)
+                    return True
             for i, r in enumerate(results):
                 st = r.get("status")
                 if statuses.get(i) in (None, "failed"):
@@ -452,12 +465,7 @@ class PushBuffer:
                     return False
                 continue
             dup = sum(1 for s in statuses.values() if s == "duplicate")
-            with self._lock:
-                self._s["batches"] += 1
-                self._s["delivered"] += count - len(failed)
-                self._s["duplicates"] += dup
-                self._s["failed"] += len(failed)
-                self._failed_unreported += len(failed)
+            self._count_delivered(count - len(failed), dup, len(failed))
             if failed:
                 log.error(
                     "%d of %d pushed items to %s were refused by the broker %d times and are not delivered",
@@ -467,6 +475,17 @@ class PushBuffer:
                     item_rounds + 1,
                 )
             return True
+
+    def _count_delivered(self, delivered: int, duplicates: int, failed: int = 0) -> None:
+        """Count one batch sent for good: ``delivered`` messages (``duplicates`` of them
+        answered ``duplicate``), ``failed`` given up."""
+        with self._lock:
+            s = self._s
+            s["batches"] += 1
+            s["delivered"] += delivered
+            s["duplicates"] += duplicates
+            s["failed"] += failed
+            self._failed_unreported += failed
 
     def _give_up_refused(self, count: int, exc: QueenError) -> None:
         """A batch the broker permanently refused (4xx but 408 / 429): count its messages
@@ -665,18 +684,29 @@ class BufferManager:
                 % (n, options.max_messages)
             )
         step = options.message_count
-        if n > step:
+        fragments: Sequence[Tuple[bytes, int]]
+        if n <= step:  # the common case (e.g. a single item): one fragment
+            frag, wire_all = codec.encode_push_fragment(queue, partition, items, nan_as_null=self._nan_as_null)
+            fragments = ((frag, n),)
+            nbytes = len(frag)
+        else:
             # encoded in chunks below: check every item first so that an error names its
             # index in the whole list, not in its chunk (ids are not minted for this check)
             codec.build_push_items(queue, partition, items, _no_id)
-        fragments: List[Tuple[bytes, int]] = []
-        wire_all: List[Dict[str, Any]] = []
-        for start in range(0, n, step):
-            chunk = items[start : start + step]
-            frag, wire = codec.encode_push_fragment(queue, partition, chunk, nan_as_null=self._nan_as_null)
-            fragments.append((frag, len(chunk)))
-            wire_all.extend(wire)
-        self.buffer_for(queue, partition, options).add(fragments)
+            chunks: List[Tuple[bytes, int]] = []
+            wire_all = []
+            nbytes = 0
+            for start in range(0, n, step):
+                chunk = items[start : start + step]
+                frag, wire = codec.encode_push_fragment(queue, partition, chunk, nan_as_null=self._nan_as_null)
+                chunks.append((frag, len(chunk)))
+                nbytes += len(frag)
+                wire_all.extend(wire)
+            fragments = chunks
+        buf = self._buffers.get((queue, partition))
+        if buf is None or buf.options is not options:  # a new buffer, or other options to compare
+            buf = self.buffer_for(queue, partition, options)
+        buf._add(fragments, n, nbytes)
         return [
             {"index": i, "status": "pending", "transaction_id": w["transactionId"], "queueName": queue}
             for i, w in enumerate(wire_all)

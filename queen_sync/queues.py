@@ -54,6 +54,18 @@ def _repush_items(wire: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return [{k: w[k] for k in ("payload", "transactionId", "traceId") if k in w} for w in wire]
 
 
+def _failed_items_error(results: List[Dict[str, Any]], status: int) -> BrokerError:
+    """The error of a push whose reply holds ``failed`` items (``.body``: all the results)."""
+    failed = [r for r in results if r.get("status") == "failed"]
+    return BrokerError(
+        "%d of %d pushed items failed: %s"
+        % (len(failed), len(results), ", ".join(sorted({str(r.get("error")) for r in failed}))),
+        status=status,
+        error=failed[0].get("error"),
+        body=results,
+    )
+
+
 def _subscription_from(value: Any) -> str:
     return timestamp_arg("subscription_from", value, allow_now=True)
 
@@ -307,18 +319,11 @@ class QueueBuilder:
         # unbuffered; also a buffered push in a uWSGI master before it forks (producer.py "Fork")
         body, wire = codec.encode_push(self._name, self._partition, lst, nan_as_null=self._session.nan_as_null)
         try:
-            results, status = wire_messages.push(
+            results, status, failed = wire_messages.push(
                 self._session, body, queue=self._name, partition=self._partition, count=len(lst)
             )
-            failed = [r for r in results if r.get("status") == "failed"]
-            if failed:
-                raise BrokerError(
-                    "%d of %d pushed items failed: %s"
-                    % (len(failed), len(results), ", ".join(sorted({str(r.get("error")) for r in failed}))),
-                    status=status,
-                    error=failed[0].get("error"),
-                    body=results,
-                )
+            if failed:  # counted by the reply check: no pass over the results when none failed
+                raise _failed_items_error(results, status)
         except QueenError as exc:
             exc.items = _repush_items(wire)  # the safe re-push: same transactionIds (README "Retries")
             raise

@@ -92,7 +92,7 @@ def pop(requester: Requester, spec: PopSpec) -> List[Message]:
 
 def push(
     requester: Requester, body: bytes, *, queue: str, partition: Optional[str], count: int, budget: bool = True
-) -> Tuple[List[Dict[str, Any]], int]:
+) -> Tuple[List[Dict[str, Any]], int, int]:
     """Send one push body of ``count`` items (built by ``codec.encode_push`` /
     ``codec.join_push_fragments``) to ``queue`` / ``partition``.
 
@@ -105,7 +105,9 @@ def push(
     bad reply raises at once.
 
     Returns:
-        ``(results, http_status)``: exactly one result per item, in input order.
+        ``(results, http_status, failed)``: exactly one result per item, in input order, and
+        how many of them have ``status`` ``"failed"`` (counted while the reply was checked,
+        so callers need no pass of their own over the results).
 
     Raises:
         QueenConnectionError: the budget ran out on lost replies (an empty 2xx body counts
@@ -116,18 +118,19 @@ def push(
     Wire: ``POST /api/v1/push`` ``{"items": [...]}``.
     """
 
-    def accept(data: bytes) -> List[Dict[str, Any]]:
+    def accept(data: bytes) -> Tuple[List[Dict[str, Any]], int]:
         if not data:
             raise QueenConnectionError("push: the broker's reply was empty (connection lost?); the outcome is unknown", sent=True)
-        results, _failed = codec.decode_push_reply(data, count)  # one pass: decode, item and count checks
-        return results
+        return codec.decode_push_reply(data, count)  # one pass: decode, item and count checks, failed count
 
     key = "%s/%s" % (queue, partition or "Default")
     if not budget:
         resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_ALWAYS, affinity_key=key)
-        return accept(resp.data), resp.status
-    resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_PUSH, affinity_key=key, accept=accept)
-    return resp.value, resp.status
+        results, failed = accept(resp.data)
+    else:
+        resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_PUSH, affinity_key=key, accept=accept)
+        results, failed = resp.value
+    return results, resp.status, failed
 
 
 def ack(requester: Requester, body: bytes, timeout_millis: Optional[int] = None) -> Tuple[Dict[str, Any], int]:
