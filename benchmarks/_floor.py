@@ -145,6 +145,7 @@ class FloorClient:
                 errors.append(exc)
 
         threads = [threading.Thread(target=work) for _ in range(concurrency)]
+        gc.collect()
         t0, c0 = time.perf_counter(), time.process_time()
         for t in threads:
             t.start()

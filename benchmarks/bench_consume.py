@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import io
 import logging
 import sys
@@ -73,6 +74,7 @@ def run_ours(q: Queen, queue: str, concurrency: int, batch: int, messages: int, 
         with lock:
             count[0] += len(m) if isinstance(m, list) else 1
 
+    gc.collect()  # the same collector state at every client's start (as bench_push.py)
     t0, c0 = time.perf_counter(), time.process_time()
     res = (
         q.queue(queue).group(group).concurrency(concurrency).batch(batch).limit(messages)
@@ -103,6 +105,7 @@ async def _official(url: str, queue: str, concurrency: int, batch: int, messages
             c_end[0] = time.process_time()
 
     async with queen_mq.Queen(url) as q:
+        gc.collect()
         t0, c0 = time.perf_counter(), time.process_time()
         task = asyncio.ensure_future(
             q.queue(queue).group(group).concurrency(concurrency).batch(batch).timeout_millis(1000)
