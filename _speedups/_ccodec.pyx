@@ -13,7 +13,7 @@ The module keeps no mutable state (it is declared free-threading compatible): mo
 globals are read-only constants bound at import time.
 """
 
-from cpython.dict cimport PyDict_GetItem, PyDict_Check, PyDict_CheckExact, PyDict_Contains, PyDict_Copy, PyDict_Next, PyDict_Values, PyDict_SetItem, PyDict_Size
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_Check, PyDict_CheckExact, PyDict_Contains, PyDict_Copy, PyDict_Next, PyDict_Values, PyDict_SetItem, PyDict_Size
 from cpython.list cimport PyList_Check
 from cpython.long cimport PyLong_CheckExact, PyLong_AsUnsignedLongLong
 from cpython.object cimport PyObject, PyTypeObject, Py_TYPE
@@ -97,6 +97,11 @@ cdef str _K_DATA = _sys.intern("data")
 cdef str _K_PAYLOAD = _sys.intern("payload")
 cdef str _K_TX = _sys.intern("transactionId")
 cdef str _K_TRACE = _sys.intern("traceId")
+cdef str _K_QUEUE = _sys.intern("queue")
+cdef str _K_PARTITION = _sys.intern("partition")
+# wire item templates: the keys in wire order (read-only: only ever copied)
+cdef dict _WIRE_QP = {_K_QUEUE: None, _K_PARTITION: None, _K_PAYLOAD: None, _K_TX: None}
+cdef dict _WIRE_Q = {_K_QUEUE: None, _K_PAYLOAD: None, _K_TX: None}
 
 
 # --------------------------------------------------------------------------- ids
@@ -153,7 +158,7 @@ cdef inline object _module_attr(dict namespace, object module, str name):
     reference handling is safe against a concurrent patch)."""
     cdef PyObject* found
     if not _FREE_THREADED:
-        found = PyDict_GetItem(namespace, name)
+        found = PyDict_GetItemWithError(namespace, name)
         if found != NULL:
             return <object>found
     return getattr(module, name)
@@ -293,11 +298,16 @@ cdef object _build_push_fast(object queue, object partition, list seq, list payl
     cdef bytes raw = _urandom(10 * n)
     cdef const unsigned char* buf = <const unsigned char*>PyBytes_AS_STRING(raw)
     cdef unsigned long long ms = _now_ms()
-    # every key in its final place: a copy then only replaces two values (no insertion)
-    cdef dict template = (
-        {"queue": queue, "partition": partition, "payload": None, "transactionId": None}
-        if has_partition else {"queue": queue, "payload": None, "transactionId": None}
-    )
+    # every key in its final place: a copy then only replaces values (no insertion). One
+    # item: the module's constant template (never written to), queue / partition set on
+    # the copy; more: a template for this call, so that each copy only needs two values.
+    cdef dict template = _WIRE_QP if has_partition else _WIRE_Q
+    cdef bint per_item = n == 1
+    if not per_item:
+        template = PyDict_Copy(template)
+        PyDict_SetItem(template, _K_QUEUE, queue)
+        if has_partition:
+            PyDict_SetItem(template, _K_PARTITION, partition)
     for i in range(n):
         item = seq[i]
         if not PyDict_CheckExact(item):
@@ -327,6 +337,10 @@ cdef object _build_push_fast(object queue, object partition, list seq, list payl
             return None
         # a copy of the template (its key table is cloned, not rebuilt)
         wire = PyDict_Copy(template)
+        if per_item:
+            PyDict_SetItem(wire, _K_QUEUE, queue)
+            if has_partition:
+                PyDict_SetItem(wire, _K_PARTITION, partition)
         PyDict_SetItem(wire, _K_PAYLOAD, <object>pl)
         PyDict_SetItem(wire, _K_TX, tx)
         if trp != NULL and <object>trp is not None:
