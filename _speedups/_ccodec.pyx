@@ -13,9 +13,9 @@ The module keeps no mutable state (it is declared free-threading compatible): mo
 globals are read-only constants bound at import time.
 """
 
-from cpython.dict cimport PyDict_Check, PyDict_CheckExact, PyDict_Contains, PyDict_Copy, PyDict_Next, PyDict_Values, PyDict_SetItem, PyDict_Size
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_Check, PyDict_CheckExact, PyDict_Contains, PyDict_Copy, PyDict_Next, PyDict_Values, PyDict_SetItem, PyDict_Size
 from cpython.list cimport PyList_Check
-from cpython.long cimport PyLong_CheckExact
+from cpython.long cimport PyLong_CheckExact, PyLong_AsUnsignedLongLong
 from cpython.object cimport PyObject, PyTypeObject, Py_TYPE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
@@ -32,9 +32,9 @@ cdef extern from "Python.h":
 from cpython.float cimport PyFloat_CheckExact
 from cpython.tuple cimport PyTuple_CheckExact
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_GET_LENGTH
-from cpython.bytes cimport PyBytes_AS_STRING
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_New, PyUnicode_1BYTE_DATA
-from libc.string cimport memcpy
+from libc.string cimport memchr, memcpy
 from libc.math cimport isfinite
 from cpython.float cimport PyFloat_AS_DOUBLE
 
@@ -64,6 +64,9 @@ cdef int _MAX_DEPTH = _json.MAX_DEPTH
 cdef object _py_has_non_finite = _json._has_non_finite
 cdef object _non_finite_error = _json.non_finite_error
 cdef bint _FREE_THREADED = bool(_sysconfig.get_config_var("Py_GIL_DISABLED"))
+# the namespaces of os / time (the dict objects, not copies of the attributes in them)
+cdef dict _os_dict = _os.__dict__
+cdef dict _time_dict = _time.__dict__
 cdef object _loads = _json.loads
 cdef object _loads_fallback = _json.loads_fallback
 cdef tuple _DECODE_ERRORS = (_json.DecodeError, ValueError, TypeError)
@@ -94,46 +97,78 @@ cdef str _K_DATA = _sys.intern("data")
 cdef str _K_PAYLOAD = _sys.intern("payload")
 cdef str _K_TX = _sys.intern("transactionId")
 cdef str _K_TRACE = _sys.intern("traceId")
+cdef str _K_QUEUE = _sys.intern("queue")
+cdef str _K_PARTITION = _sys.intern("partition")
+# wire item templates: the keys in wire order (read-only: only ever copied)
+cdef dict _WIRE_QP = {_K_QUEUE: None, _K_PARTITION: None, _K_PAYLOAD: None, _K_TX: None}
+cdef dict _WIRE_Q = {_K_QUEUE: None, _K_PAYLOAD: None, _K_TX: None}
 
 
 # --------------------------------------------------------------------------- ids
 
 
+cdef inline void _hex2(unsigned char* p, unsigned char b) noexcept:
+    memcpy(p, &_HEXPAIRS[2 * b], 2)
+
+
 cdef inline str _uuid7(unsigned long long ms, const unsigned char* r):
     """One UUIDv7 string from a 48-bit millisecond time and 10 random bytes (the same bit
     layout as the pure backend: version 7, 12 random bits, variant 0b10, 62 random bits)."""
-    cdef unsigned char u[16]
-    cdef str s
-    cdef unsigned char* p
-    cdef int i, k
-    u[0] = <unsigned char>((ms >> 40) & 0xFF)
-    u[1] = <unsigned char>((ms >> 32) & 0xFF)
-    u[2] = <unsigned char>((ms >> 24) & 0xFF)
-    u[3] = <unsigned char>((ms >> 16) & 0xFF)
-    u[4] = <unsigned char>((ms >> 8) & 0xFF)
-    u[5] = <unsigned char>(ms & 0xFF)
-    u[6] = <unsigned char>(0x70 | (r[0] >> 4))
-    u[7] = <unsigned char>(((r[0] & 0x0F) << 4) | (r[1] >> 4))
-    u[8] = <unsigned char>(0x80 | (r[2] & 0x3F))
-    memcpy(&u[9], &r[3], 7)
-    s = PyUnicode_New(36, 127)
-    p = <unsigned char*>PyUnicode_1BYTE_DATA(s)
-    # two hex digits per byte from a table; the dashes at their fixed places
-    k = 0
-    for i in range(16):
-        if i == 4 or i == 6 or i == 8 or i == 10:
-            p[k] = 45  # '-'
-            k += 1
-        memcpy(&p[k], &_HEXPAIRS[2 * u[i]], 2)
-        k += 2
+    cdef str s = PyUnicode_New(36, 127)
+    cdef unsigned char* p = <unsigned char*>PyUnicode_1BYTE_DATA(s)
+    # unrolled: constant offsets let the compiler emit one 2-byte store per byte
+    _hex2(p, <unsigned char>(ms >> 40))
+    _hex2(p + 2, <unsigned char>(ms >> 32))
+    _hex2(p + 4, <unsigned char>(ms >> 24))
+    _hex2(p + 6, <unsigned char>(ms >> 16))
+    p[8] = 45  # '-'
+    _hex2(p + 9, <unsigned char>(ms >> 8))
+    _hex2(p + 11, <unsigned char>ms)
+    p[13] = 45
+    _hex2(p + 14, <unsigned char>(0x70 | (r[0] >> 4)))
+    _hex2(p + 16, <unsigned char>(((r[0] & 0x0F) << 4) | (r[1] >> 4)))
+    p[18] = 45
+    _hex2(p + 19, <unsigned char>(0x80 | (r[2] & 0x3F)))
+    _hex2(p + 21, r[3])
+    p[23] = 45
+    _hex2(p + 24, r[4])
+    _hex2(p + 26, r[5])
+    _hex2(p + 28, r[6])
+    _hex2(p + 30, r[7])
+    _hex2(p + 32, r[8])
+    _hex2(p + 34, r[9])
     return s
+
+
+cdef inline unsigned long long _now_ms() except? 0xFFFFFFFFFFFFFFFF:
+    """``time.time_ns() // 1_000_000``, looked up at call time (tests fix the clock by
+    patching ``time.time_ns``) but divided in C."""
+    cdef object ns = _module_attr(_time_dict, _time, "time_ns")()
+    return PyLong_AsUnsignedLongLong(ns) // 1000000
+
+
+cdef inline bytes _urandom(Py_ssize_t n):
+    """``os.urandom(n)``, looked up at call time (tests fix the randomness by patching it)."""
+    return _module_attr(_os_dict, _os, "urandom")(n)
+
+
+cdef inline object _module_attr(dict namespace, object module, str name):
+    """``module.name`` for a plain module: one lookup in its ``__dict__`` instead of the
+    generic attribute machinery (the free-threaded build keeps the generic path, whose
+    reference handling is safe against a concurrent patch)."""
+    cdef PyObject* found
+    if not _FREE_THREADED:
+        found = PyDict_GetItemWithError(namespace, name)
+        if found != NULL:
+            return <object>found
+    return getattr(module, name)
 
 
 def new_transaction_ids(Py_ssize_t n):
     """Mint ``n`` UUIDv7 strings (RFC 9562): 48-bit Unix milliseconds, version 7, 74 random
     bits from ``os.urandom``. Ids minted in a later millisecond sort after earlier ones."""
-    cdef unsigned long long ms = _time.time_ns() // 1000000
-    cdef bytes raw = _os.urandom(10 * n)
+    cdef unsigned long long ms = _now_ms()
+    cdef bytes raw = _urandom(10 * n)
     cdef const unsigned char* buf = <const unsigned char*>PyBytes_AS_STRING(raw)
     cdef Py_ssize_t i
     cdef list out = []
@@ -144,8 +179,8 @@ def new_transaction_ids(Py_ssize_t n):
 
 def new_transaction_id():
     """Mint one UUIDv7 string (see :func:`new_transaction_ids`)."""
-    cdef unsigned long long ms = _time.time_ns() // 1000000
-    cdef bytes raw = _os.urandom(10)
+    cdef unsigned long long ms = _now_ms()
+    cdef bytes raw = _urandom(10)
     return _uuid7(ms, <const unsigned char*>PyBytes_AS_STRING(raw))
 
 
@@ -260,10 +295,19 @@ cdef object _build_push_fast(object queue, object partition, list seq, list payl
     cdef dict wire
     cdef list out = []
     cdef bint has_partition = partition is not None
-    cdef bytes raw = _os.urandom(10 * n)
+    cdef bytes raw = _urandom(10 * n)
     cdef const unsigned char* buf = <const unsigned char*>PyBytes_AS_STRING(raw)
-    cdef unsigned long long ms = _time.time_ns() // 1000000
-    cdef dict template = {"queue": queue, "partition": partition} if has_partition else {"queue": queue}
+    cdef unsigned long long ms = _now_ms()
+    # every key in its final place: a copy then only replaces values (no insertion). One
+    # item: the module's constant template (never written to), queue / partition set on
+    # the copy; more: a template for this call, so that each copy only needs two values.
+    cdef dict template = _WIRE_QP if has_partition else _WIRE_Q
+    cdef bint per_item = n == 1
+    if not per_item:
+        template = PyDict_Copy(template)
+        PyDict_SetItem(template, _K_QUEUE, queue)
+        if has_partition:
+            PyDict_SetItem(template, _K_PARTITION, partition)
     for i in range(n):
         item = seq[i]
         if not PyDict_CheckExact(item):
@@ -291,8 +335,12 @@ cdef object _build_push_fast(object queue, object partition, list seq, list payl
             tx = <object>txp
         else:
             return None
-        # a copy of the {"queue", "partition"} template (its key table is cloned, not rebuilt)
+        # a copy of the template (its key table is cloned, not rebuilt)
         wire = PyDict_Copy(template)
+        if per_item:
+            PyDict_SetItem(wire, _K_QUEUE, queue)
+            if has_partition:
+                PyDict_SetItem(wire, _K_PARTITION, partition)
         PyDict_SetItem(wire, _K_PAYLOAD, <object>pl)
         PyDict_SetItem(wire, _K_TX, tx)
         if trp != NULL and <object>trp is not None:
@@ -358,8 +406,8 @@ cdef list _build_push_two_pass(object queue, object partition, object items, obj
             # like the pure backend: every missing id is asked for before anything is built
             minted = [id_source() for _ in range(missing)]
         else:
-            ms = _time.time_ns() // 1000000
-            raw = _os.urandom(10 * missing)
+            ms = _now_ms()
+            raw = _urandom(10 * missing)
             buf = <const unsigned char*>PyBytes_AS_STRING(raw)
 
     out = []
@@ -407,56 +455,80 @@ def build_push_items(queue, partition, items, id_source=None):
     return _build_push_items(queue, partition, items, id_source)
 
 
-cdef inline int _leaf_non_finite(PyObject* v) noexcept:
-    """For a value in a container: 1 = a non-finite float, 0 = a scalar that cannot hold
-    one, 2 = look inside (a container or an unusual type)."""
-    cdef PyTypeObject* t = Py_TYPE(<object>v)
-    if t == &PyUnicode_Type or t == &PyLong_Type or v == <PyObject*>None or t == &PyBool_Type:
-        return 0
-    if t == &PyFloat_Type:
-        return 0 if isfinite(PyFloat_AS_DOUBLE(<object>v)) else 1
-    return 2
+cdef inline bint _has_null(bytes body) noexcept:
+    """``b"null" in body`` without the generic ``in`` machinery (memchr for each ``n``:
+    portable C, where ``memmem`` is not)."""
+    cdef const char* p = PyBytes_AS_STRING(body)
+    cdef const char* end = p + PyBytes_GET_SIZE(body) - 3
+    while p < end:
+        p = <const char*>memchr(p, 110, end - p)  # 'n'
+        if p == NULL:
+            return False
+        if p[1] == 117 and p[2] == 108 and p[3] == 108:  # "ull"
+            return True
+        p += 1
+    return False
 
 
 cdef int _has_non_finite(PyObject* o, int depth) except -1:
     """1 when ``o`` holds a NaN / ±inf float where orjson would write it (compiled form of
     ``queen_sync._json._has_non_finite``, which handles the unusual types: subclasses,
     Enum, dataclass). Walks borrowed references without running Python code (GIL builds;
-    free-threaded ones use the pure walk)."""
+    free-threaded ones use the pure walk). The values of a container are classified in
+    its own loop (exact type pointers, most common first): a call per container only."""
     cdef PyTypeObject* t = Py_TYPE(<object>o)
     cdef Py_ssize_t pos = 0
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, n
     cdef PyObject* v
-    cdef int leaf
+    cdef PyObject** items
     if t == &PyFloat_Type:
         return 0 if isfinite(PyFloat_AS_DOUBLE(<object>o)) else 1
     if depth >= _MAX_DEPTH:
         return 0
+    depth += 1
     if t == &PyDict_Type:
         while PyDict_Next(<object>o, &pos, NULL, &v):
-            leaf = _leaf_non_finite(v)
-            if leaf == 1 or (leaf == 2 and _has_non_finite(v, depth + 1)):
+            t = Py_TYPE(<object>v)
+            if t == &PyUnicode_Type or t == &PyLong_Type or v == <PyObject*>None or t == &PyBool_Type:
+                continue
+            if t == &PyFloat_Type:
+                if not isfinite(PyFloat_AS_DOUBLE(<object>v)):
+                    return 1
+            elif _has_non_finite(v, depth):
                 return 1
         return 0
     if t == &PyList_Type:
+        # by index, the size read each time: nothing here can change the list, but the
+        # walk does not rely on it
         i = 0
         while i < PyList_GET_SIZE(<object>o):
             v = PyList_GET_ITEM(<object>o, i)
-            leaf = _leaf_non_finite(v)
-            if leaf == 1 or (leaf == 2 and _has_non_finite(v, depth + 1)):
-                return 1
             i += 1
+            t = Py_TYPE(<object>v)
+            if t == &PyUnicode_Type or t == &PyLong_Type or v == <PyObject*>None or t == &PyBool_Type:
+                continue
+            if t == &PyFloat_Type:
+                if not isfinite(PyFloat_AS_DOUBLE(<object>v)):
+                    return 1
+            elif _has_non_finite(v, depth):
+                return 1
         return 0
     if t == &PyTuple_Type:
-        for i in range(PyTuple_GET_SIZE(<object>o)):
+        n = PyTuple_GET_SIZE(<object>o)
+        for i in range(n):
             v = PyTuple_GET_ITEM(<object>o, i)
-            leaf = _leaf_non_finite(v)
-            if leaf == 1 or (leaf == 2 and _has_non_finite(v, depth + 1)):
+            t = Py_TYPE(<object>v)
+            if t == &PyUnicode_Type or t == &PyLong_Type or v == <PyObject*>None or t == &PyBool_Type:
+                continue
+            if t == &PyFloat_Type:
+                if not isfinite(PyFloat_AS_DOUBLE(<object>v)):
+                    return 1
+            elif _has_non_finite(v, depth):
                 return 1
         return 0
-    if _leaf_non_finite(o) == 0:
+    if t == &PyUnicode_Type or t == &PyLong_Type or o == <PyObject*>None or t == &PyBool_Type:
         return 0
-    return 1 if _py_has_non_finite(<object>o, depth) else 0
+    return 1 if _py_has_non_finite(<object>o, depth - 1) else 0
 
 
 cdef bint _wire_has_non_finite(list wire, list payloads) except -1:
@@ -484,7 +556,7 @@ cdef inline bytes _encode_wire(object body, list wire, bint nan_as_null, list pa
         out = _raw_dumps(body)
     except _ENCODE_ERRORS as exc:
         raise InvalidInputError("payload is not JSON-serialisable: %s" % exc) from None
-    if not nan_as_null and b"null" in out and _wire_has_non_finite(wire, payloads):
+    if not nan_as_null and _has_null(out) and _wire_has_non_finite(wire, payloads):
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _non_finite_error(body))
     return out
 
@@ -504,7 +576,7 @@ cdef inline bytes _encode(object obj, bint nan_as_null=False):
     except _ENCODE_ERRORS as exc:
         raise InvalidInputError("payload is not JSON-serialisable: %s" % exc) from None
     # orjson writes NaN / inf as null: look for them only when the body holds a null
-    if not nan_as_null and b"null" in body and _obj_has_non_finite(obj):
+    if not nan_as_null and _has_null(body) and _obj_has_non_finite(obj):
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _non_finite_error(obj))
     return body
 

@@ -584,3 +584,59 @@ def test_decode_pop_does_not_copy_messages() -> None:
         assert isinstance(backend, types.ModuleType)
         msgs = backend.decode_pop(body)
         assert msgs == [{"id": "a", "data": {"x": 1}}]
+
+
+# --------------------------------------------------------------------------- NaN walk / null scan
+
+
+def _nest(leaf: Any, kinds: str) -> Any:
+    """``leaf`` wrapped in containers, innermost first: d = dict, l = list, t = tuple."""
+    for k in kinds:
+        leaf = {"k": leaf, "n": 1} if k == "d" else [1, leaf, "s"] if k == "l" else ("s", leaf)
+    return leaf
+
+
+@SETTINGS
+@given(
+    kinds=st.text("dlt", max_size=40),
+    leaf=st.sampled_from([float("nan"), float("inf"), float("-inf"), 1.5, 0.0, None, True, 7, "null"]),
+    with_none=st.booleans(),
+    n=st.sampled_from([1, 2, 5]),
+)
+def test_non_finite_found_at_any_depth(kinds: str, leaf: Any, with_none: bool, n: int) -> None:
+    """The compiled walk (values classified inside each container's loop) finds a NaN / ±inf
+    nested anywhere in dicts / lists / tuples, in any item of the batch, with or without a
+    None elsewhere (no None: the body may hold no null at all), with the pure text."""
+    payload = _nest(leaf, kinds)
+    items = [{"data": {"a": 1, "b": None if with_none else 2}} for _ in range(n - 1)]
+    items.append({"data": {"x": payload, "note": None} if with_none else {"x": payload}})
+    for name in ("encode_push", "encode_push_fragment"):
+        got = []
+        for backend in (PY, CY):
+            try:
+                got.append(("ok", getattr(backend, name)("q", "p", items, counter_ids())))
+            except Exception as exc:  # noqa: BLE001 - class and text are compared
+                got.append(("raised", type(exc).__name__, str(exc)))
+        assert got[0] == got[1], (name, got)
+        finite = not isinstance(leaf, float) or leaf - leaf == 0.0
+        assert (got[0][0] == "ok") == finite, got[0]
+
+
+@pytest.mark.parametrize(
+    "value, refused",
+    [
+        (float("nan"), True),  # the body is exactly b"null": the scan's last position
+        (None, False),
+        ("nul", False),
+        (["n", "nu", float("inf")], True),
+        ({"nnnn": "nulx", "v": float("-inf")}, True),
+        ({"nnnn": "nulx", "v": 1.0}, False),
+        ("null", False),  # a null inside a string: the walk runs and finds nothing
+    ],
+)
+def test_null_scan_edges_identical(value: Any, refused: bool) -> None:
+    """The compiled ``null`` scan (memchr per ``n``) agrees with ``b"null" in body`` at the
+    edges: a body that is just ``null``, ``n`` / ``nul`` near the end, nulls inside strings."""
+    got = [outcome(backend.encode_json, value) for backend in (PY, CY)]
+    assert got[0] == got[1]
+    assert (got[0][0] == "raised") == refused
