@@ -51,6 +51,8 @@ class RegisteredConsumer(Protocol):
 
     _session: Any  #: the client's session (which client's consumer this is)
     _queue: str
+    _group: Optional[str]
+    _threads_alive: int  #: threads of the consumer alive now (Queen.running_consumers)
     _started: bool
     _done: threading.Event  #: set once every thread of the consumer ended
     _pid: int  #: the process whose threads run it
