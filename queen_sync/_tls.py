@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .errors import InvalidInputError
 
@@ -72,13 +72,26 @@ def _check_ca_bundle(path: str) -> None:
 
 def cert_rejected(exc: BaseException) -> bool:
     """True when an SSL error is our side refusing the broker's certificate."""
+    return _in_chain(exc, lambda e: isinstance(e, ssl.SSLCertVerificationError))
+
+
+def plain_http_answered(exc: BaseException) -> bool:
+    """True when an SSL error says the other end does not speak TLS (an ``https://`` URL for
+    a plain-HTTP port: OpenSSL's ``WRONG_VERSION_NUMBER``): a configuration problem."""
+    return _in_chain(
+        exc, lambda e: isinstance(e, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(getattr(e, "reason", "") or e)
+    )
+
+
+def _in_chain(exc: BaseException, test: Callable[[BaseException], bool]) -> bool:
+    """Whether ``test`` holds for ``exc`` or an error it wraps (cause, context, reason, args)."""
     seen: List[BaseException] = []
     todo: List[Any] = [exc]
     while todo:
         e = todo.pop()
         if not isinstance(e, BaseException) or any(e is s for s in seen):
             continue
-        if isinstance(e, ssl.SSLCertVerificationError):
+        if test(e):
             return True
         seen.append(e)
         todo.extend([e.__cause__, e.__context__, getattr(e, "reason", None), *e.args])

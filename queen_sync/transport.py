@@ -108,7 +108,7 @@ from urllib3.exceptions import (
 )
 
 from . import _fork, codec
-from ._tls import cert_rejected, tls_options
+from ._tls import cert_rejected, plain_http_answered, tls_options
 from .backoff import Backoff, ConstantBackoff, ExponentialBackoff, NoBackoff
 from ._validate import headers_arg, int_arg
 from .errors import (
@@ -685,6 +685,12 @@ class Transport:
                 raise QueenConnectionError(
                     "the TLS certificate of the Queen broker at %s was not accepted: %s (a private CA: "
                     "pass ca_certs= or ssl_context=)" % (base, _reason(exc)),
+                    url=base,
+                    sent=False,
+                ) from None
+            if plain_http_answered(exc):  # configuration again: retrying cannot help
+                raise QueenConnectionError(
+                    "the Queen broker at %s does not speak TLS (%s): is it a plain http:// port?" % (base, _reason(exc)),
                     url=base,
                     sent=False,
                 ) from None

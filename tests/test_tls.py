@@ -147,3 +147,17 @@ def test_a_ca_bundle_without_a_certificate_fails_at_construction(ca: Any, ca_fil
         assert str(info.value).startswith("ca_certs %r holds no CA certificate OpenSSL can read" % str(bad))
     with Queen("https://127.0.0.1:1", ca_certs=ca_file) as q:  # a real bundle still constructs
         assert q.urls == ["https://127.0.0.1:1"]
+
+
+def test_an_https_url_for_a_plain_http_broker_fails_at_once() -> None:
+    # an https:// URL for a plain-HTTP port is a configuration mistake, as a refused
+    # certificate is: no retry, not even within a push's retry budget
+    with EmbeddedBroker() as broker:
+        url = broker.url.replace("http://", "https://")
+        with Queen(url, retry_attempts=3, retry_delay_millis=0) as q:
+            for call in (q.admin.health, lambda: q.queue("tls-plain").push({"data": 1})):
+                with pytest.raises(QueenConnectionError) as info:
+                    call()
+                assert "does not speak TLS" in str(info.value) and "http://" in str(info.value)
+                assert info.value.sent is False
+            assert q.get_transport_stats()["retries"] == 0
