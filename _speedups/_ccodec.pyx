@@ -470,17 +470,26 @@ cdef inline bint _has_null(bytes body) noexcept:
     return False
 
 
+cdef inline int _value_non_finite(PyObject* v, int depth) except -1:
+    """:func:`_has_non_finite` for a value inside a container, its type classified here
+    (exact type pointers, most common first) so that only containers cost a call."""
+    cdef PyTypeObject* t = Py_TYPE(<object>v)
+    if t == &PyUnicode_Type or t == &PyLong_Type or v == <PyObject*>None or t == &PyBool_Type:
+        return 0
+    if t == &PyFloat_Type:
+        return 0 if isfinite(PyFloat_AS_DOUBLE(<object>v)) else 1
+    return _has_non_finite(v, depth)
+
+
 cdef int _has_non_finite(PyObject* o, int depth) except -1:
     """1 when ``o`` holds a NaN / ±inf float where orjson would write it (compiled form of
     ``queen_sync._json._has_non_finite``, which handles the unusual types: subclasses,
     Enum, dataclass). Walks borrowed references without running Python code (GIL builds;
-    free-threaded ones use the pure walk). The values of a container are classified in
-    its own loop (exact type pointers, most common first): a call per container only."""
+    free-threaded ones use the pure walk)."""
     cdef PyTypeObject* t = Py_TYPE(<object>o)
     cdef Py_ssize_t pos = 0
-    cdef Py_ssize_t i, n
+    cdef Py_ssize_t i
     cdef PyObject* v
-    cdef PyObject** items
     if t == &PyFloat_Type:
         return 0 if isfinite(PyFloat_AS_DOUBLE(<object>o)) else 1
     if depth >= _MAX_DEPTH:
@@ -488,13 +497,7 @@ cdef int _has_non_finite(PyObject* o, int depth) except -1:
     depth += 1
     if t == &PyDict_Type:
         while PyDict_Next(<object>o, &pos, NULL, &v):
-            t = Py_TYPE(<object>v)
-            if t == &PyUnicode_Type or t == &PyLong_Type or v == <PyObject*>None or t == &PyBool_Type:
-                continue
-            if t == &PyFloat_Type:
-                if not isfinite(PyFloat_AS_DOUBLE(<object>v)):
-                    return 1
-            elif _has_non_finite(v, depth):
+            if _value_non_finite(v, depth):
                 return 1
         return 0
     if t == &PyList_Type:
@@ -504,26 +507,12 @@ cdef int _has_non_finite(PyObject* o, int depth) except -1:
         while i < PyList_GET_SIZE(<object>o):
             v = PyList_GET_ITEM(<object>o, i)
             i += 1
-            t = Py_TYPE(<object>v)
-            if t == &PyUnicode_Type or t == &PyLong_Type or v == <PyObject*>None or t == &PyBool_Type:
-                continue
-            if t == &PyFloat_Type:
-                if not isfinite(PyFloat_AS_DOUBLE(<object>v)):
-                    return 1
-            elif _has_non_finite(v, depth):
+            if _value_non_finite(v, depth):
                 return 1
         return 0
     if t == &PyTuple_Type:
-        n = PyTuple_GET_SIZE(<object>o)
-        for i in range(n):
-            v = PyTuple_GET_ITEM(<object>o, i)
-            t = Py_TYPE(<object>v)
-            if t == &PyUnicode_Type or t == &PyLong_Type or v == <PyObject*>None or t == &PyBool_Type:
-                continue
-            if t == &PyFloat_Type:
-                if not isfinite(PyFloat_AS_DOUBLE(<object>v)):
-                    return 1
-            elif _has_non_finite(v, depth):
+        for i in range(PyTuple_GET_SIZE(<object>o)):
+            if _value_non_finite(PyTuple_GET_ITEM(<object>o, i), depth):
                 return 1
         return 0
     if t == &PyUnicode_Type or t == &PyLong_Type or o == <PyObject*>None or t == &PyBool_Type:
