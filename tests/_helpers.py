@@ -3,8 +3,13 @@ puts this folder on ``sys.path`` like it does for ``_broker_http``)."""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from queen_sync.consumer import Consumer
+from queen_sync.transport import Response
 
 
 def wait_until(cond: Callable[[], Any], timeout: float = 15.0, interval: float = 0.01) -> bool:
@@ -86,3 +91,39 @@ def run_forked(body: Callable[[], Any], timeout: float = 60.0, fork: Any = None)
             os.waitpid(pid, 0)
             return -9
         threading.Event().wait(0.01)
+
+
+class FakeConsumerSession:
+    """A stand-in for the client's session under a consumer, with no broker: pops are
+    answered from ``pops`` (one list of message dicts per pop, then empty pops) and every ack
+    request is handed to :meth:`answer_acks` (the decoded body and its ack items), which
+    subclasses write. It is its own consumer registry (``consumers.create``)."""
+
+    default_renew_interval_millis = 10000
+
+    def __init__(self, pops: Optional[List[List[Dict[str, Any]]]] = None) -> None:
+        self._pops = list(pops or [])
+        self.lock = threading.Lock()
+        self.closed = False
+        self.timeout_millis = 30000
+        self.ack_timeout_millis = 5000
+        self.consumers = self
+
+    def check_open(self) -> None:  # the session's closed check (a Session raises once closed)
+        assert not self.closed
+
+    def create(self, settings: Any, handler: Any, **options: Any) -> Consumer:
+        return Consumer(self, settings, handler, **options)  # type: ignore[arg-type]
+
+    def request(self, method: str, path: str, *, body: Optional[bytes] = None, **kw: Any) -> Response:
+        if path.startswith("/api/v1/pop/"):
+            with self.lock:
+                msgs = self._pops.pop(0) if self._pops else []
+            return Response(200, json.dumps({"success": True, "messages": msgs}).encode(), "fake")
+        doc = json.loads(body or b"{}")
+        items = doc["acknowledgments"] if path == "/api/v1/ack/batch" else [doc]
+        return Response(200, json.dumps(self.answer_acks(doc, items)).encode(), "fake")
+
+    def answer_acks(self, doc: Dict[str, Any], items: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """The per-item results of one ack request (or raise, as a broken request would)."""
+        raise NotImplementedError

@@ -9,14 +9,13 @@ Checked on a fake requester that records every ack body in the order it was sent
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any, Dict, List, Optional
 
 from queen_sync import acks
-from queen_sync.consumer import Consumer
 from queen_sync.queues import QueueBuilder
-from queen_sync.transport import Response
+
+from _helpers import FakeConsumerSession
 
 
 def _msg(pid: str, n: int, created: str) -> Dict[str, Any]:
@@ -32,40 +31,21 @@ def _msg(pid: str, n: int, created: str) -> Dict[str, Any]:
     }
 
 
-class FakeRequester:
+class FakeRequester(FakeConsumerSession):
     """Answers pops from a script and accepts every ack, recording the acked transactionIds
     in the order the client sent them."""
 
     def __init__(self, pops: Optional[List[List[Dict[str, Any]]]] = None) -> None:
-        self._pops = list(pops or [])
+        super().__init__(pops)
         self.acked: List[str] = []
-        self.lock = threading.Lock()
-        self.closed = False
-        self.timeout_millis = 30000
-        self.consumers = self
 
-    def check_open(self) -> None:  # the session's closed check (a Session raises once closed)
-        assert not self.closed
-
-    default_renew_interval_millis = 10000
-
-    def create(self, settings: Any, handler: Any, **options: Any) -> Consumer:
-        return Consumer(self, settings, handler, **options)  # type: ignore[arg-type]
-
-    def request(self, method: str, path: str, *, body: Optional[bytes] = None, **kw: Any) -> Response:
-        if path.startswith("/api/v1/pop/"):
-            with self.lock:
-                msgs = self._pops.pop(0) if self._pops else []
-            return Response(200, json.dumps({"success": True, "messages": msgs}).encode(), "fake")
-        doc = json.loads(body or b"{}")
-        items = doc["acknowledgments"] if path == "/api/v1/ack/batch" else [doc]
+    def answer_acks(self, doc: Dict[str, Any], items: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         with self.lock:
             self.acked.extend(a["transactionId"] for a in items)
-        reply = [
+        return [
             {"index": i, "transactionId": a["transactionId"], "success": True, "error": None, "leaseReleased": False}
             for i, a in enumerate(items)
         ]
-        return Response(200, json.dumps(reply).encode(), "fake")
 
 
 def test_a_list_ack_sends_each_partition_in_pop_order() -> None:

@@ -9,17 +9,15 @@ requester that breaks the first attempt after sending it and refuses the resend.
 
 from __future__ import annotations
 
-import json
-import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import pytest
 
-from queen_sync.consumer import Consumer
 from queen_sync.consumer import _acks
 from queen_sync.errors import QueenConnectionError
 from queen_sync.queues import QueueBuilder
-from queen_sync.transport import Response
+
+from _helpers import FakeConsumerSession
 
 
 def _msg(n: int) -> Dict[str, Any]:
@@ -35,45 +33,25 @@ def _msg(n: int) -> Dict[str, Any]:
     }
 
 
-class ResendRefused:
+class ResendRefused(FakeConsumerSession):
     """One pop of ``popped``; the first ack request breaks after it was sent (``sent=True``:
     maybe applied), every later one is refused per item with ``refusal``."""
 
     def __init__(self, popped: List[Dict[str, Any]], refusal: str) -> None:
-        self._pops = [popped]
+        super().__init__([popped])
         self._refusal = refusal
         self.acks: List[Dict[str, Any]] = []
-        self.lock = threading.Lock()
-        self.closed = False
-        self.timeout_millis = 30000
-        self.ack_timeout_millis = 5000
-        self.consumers = self
 
-    default_renew_interval_millis = 10000
-
-    def check_open(self) -> None:
-        assert not self.closed
-
-    def create(self, builder: Any, handler: Any, **options: Any) -> Consumer:
-        return Consumer(self, builder, handler, **options)  # type: ignore[arg-type]
-
-    def request(self, method: str, path: str, *, body: Optional[bytes] = None, **kw: Any) -> Response:
-        if path.startswith("/api/v1/pop/"):
-            with self.lock:
-                msgs = self._pops.pop(0) if self._pops else []
-            return Response(200, json.dumps({"success": True, "messages": msgs}).encode(), "fake")
-        doc = json.loads(body or b"{}")
-        items = doc["acknowledgments"] if path == "/api/v1/ack/batch" else [doc]
+    def answer_acks(self, doc: Dict[str, Any], items: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         with self.lock:
             self.acks.append(doc)
             first = len(self.acks) == 1
         if first:
             raise QueenConnectionError("connection broke after the request was sent", sent=True)
-        reply = [
+        return [
             {"index": i, "transactionId": a["transactionId"], "success": False, "error": self._refusal}
             for i, a in enumerate(items)
         ]
-        return Response(200, json.dumps(reply).encode(), "fake")
 
 
 @pytest.fixture(autouse=True)

@@ -242,22 +242,10 @@ class ConsumerState:
             self.reserved -= budget
             self.room.notify_all()
 
-    def resolve(
-        self,
-        msgs: List[Message],
-        unit: Unit,
-        *,
-        handled: bool = True,
-        skipped: bool = False,
-        lost: bool = False,
-        released: bool = False,
-        confirmed: bool = True,
-    ) -> None:
-        """Forget finished messages: free their room; give the limit budget back when unhandled.
-        ``released`` messages count in ``released`` only when ``confirmed`` by the broker."""
+    def resolve(self, msgs: List[Message], unit: Unit, **outcome: bool) -> None:
+        """:meth:`resolve_locked`, taking ``lock``."""
         with self.lock:
-            self.resolve_locked(msgs, unit, handled=handled, skipped=skipped, lost=lost, released=released,
-                                confirmed=confirmed)
+            self.resolve_locked(msgs, unit, **outcome)
 
     def resolve_locked(
         self,
@@ -270,7 +258,9 @@ class ConsumerState:
         released: bool = False,
         confirmed: bool = True,
     ) -> None:
-        """:meth:`resolve` with ``lock`` held."""
+        """Forget finished messages (``lock`` held): free their room; give the limit budget
+        back when unhandled. ``released`` messages count in ``released`` only when
+        ``confirmed`` by the broker."""
         k = len(msgs)
         self.outstanding -= k
         unhandled = skipped or released or (lost and not handled)
