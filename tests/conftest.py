@@ -16,7 +16,7 @@ so it is never registered twice.
 from __future__ import annotations
 
 import uuid
-from typing import Iterator, List
+from typing import Any, Iterator, List
 
 import pytest
 
@@ -54,6 +54,20 @@ def embedded_broker(queen_broker: QueenBroker) -> Iterator["object"]:
 
     with EmbeddedBroker() as broker:
         yield broker
+
+
+@pytest.fixture
+def quick_retry_client(embedded_broker: Any) -> Iterator[queen_sync.Queen]:
+    """A client on ``embedded_broker`` that retries 3 times with 2-20 ms backoff and waits at
+    most 5 s for its buffers on close (the buffered-producer tests)."""
+    from queen_sync.transport import ExponentialBackoff
+
+    c = queen_sync.Queen(embedded_broker.url, retry_attempts=3, backoff=ExponentialBackoff(2, 20),
+                         close_timeout_millis=5000)
+    try:
+        yield c
+    finally:
+        c.close(timeout_millis=500)
 
 
 @pytest.fixture

@@ -6,16 +6,14 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-import time
 import types
 import warnings
 from collections import Counter
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from queen_sync import BufferFullError, ClientClosedError, InvalidInputError, Queen
-from queen_sync import producer as producer_mod
 from queen_sync.producer import BufferOptions
 from queen_sync.transport import ExponentialBackoff
 
@@ -23,12 +21,8 @@ from _helpers import wait_for
 
 
 @pytest.fixture
-def q(embedded_broker: Any) -> Iterator[Queen]:
-    c = Queen(embedded_broker.url, retry_attempts=3, backoff=ExponentialBackoff(2, 20), close_timeout_millis=5000)
-    try:
-        yield c
-    finally:
-        c.close(timeout_millis=500)
+def q(quick_retry_client: Queen) -> Queen:
+    return quick_retry_client
 
 
 def data_of(broker: Any, queue: str) -> list:

@@ -6,23 +6,18 @@ was in flight (the sender is woken once per trigger, not once per push)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
 from queen_sync import Queen
-from queen_sync.transport import ExponentialBackoff
 
 from _helpers import wait_for
 
 
 @pytest.fixture
-def q(embedded_broker: Any) -> Iterator[Queen]:
-    c = Queen(embedded_broker.url, retry_attempts=3, backoff=ExponentialBackoff(2, 20), close_timeout_millis=5000)
-    try:
-        yield c
-    finally:
-        c.close(timeout_millis=500)
+def q(quick_retry_client: Queen) -> Queen:
+    return quick_retry_client
 
 
 def _reply(statuses: List[Optional[str]]) -> List[Dict[str, Any]]:
