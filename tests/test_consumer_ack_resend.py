@@ -9,6 +9,7 @@ requester that breaks the first attempt after sending it and refuses the resend.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, List
 
 import pytest
@@ -85,3 +86,45 @@ def test_resent_ack_refused_otherwise_is_an_ack_failure() -> None:
     builder = QueueBuilder(fake, "q").group("g").batch(1).wait(False).limit(1)  # type: ignore[arg-type]
     res = builder.consume(lambda m: None)
     assert (res.handled, res.acked, res.ack_uncertain, res.ack_failures) == (1, 0, 0, 1), res
+
+
+class AlwaysRefused(FakeConsumerSession):
+    """One pop of ``popped``; every ack refused per item with ``refusal`` (no lost reply)."""
+
+    def __init__(self, popped: List[Dict[str, Any]], refusal: str) -> None:
+        super().__init__([popped])
+        self._refusal = refusal
+
+    def answer_acks(self, doc: Dict[str, Any], items: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        return [
+            {"index": i, "transactionId": a["transactionId"], "success": False, "error": self._refusal}
+            for i, a in enumerate(items)
+        ]
+
+
+@pytest.mark.parametrize("group, renew", [("g", False), (None, False), ("g", True)])
+def test_an_ack_refused_for_an_expired_lease_says_what_to_do(
+    group: Any, renew: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="queen_sync.consumer")
+    fake = AlwaysRefused([_msg(0)], _acks.INVALID_LEASE)
+    builder = QueueBuilder(fake, "orders").batch(1).wait(False).limit(1)  # type: ignore[arg-type]
+    if group is not None:
+        builder = builder.group(group)
+    res = builder.renew_lease(renew).consume(lambda m: None)
+    assert (res.handled, res.acked, res.ack_failures) == (1, 0, 1), res
+    [text] = [r.getMessage() for r in caplog.records if "refused by the broker" in r.getMessage()]
+    assert ("queue 'orders' (consumer group 'g')" in text) == (group is not None)
+    if renew:
+        assert "although renew_lease(True) is on" in text and "shorter renew_lease() interval" in text
+    else:
+        where = "queen.queue('orders')" + ("" if group is None else ".group('g')")
+        assert where + ".renew_lease(True)" in text and "lease_time" in text
+
+
+def test_an_ack_refused_otherwise_gets_no_lease_hint(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="queen_sync.consumer")
+    fake = AlwaysRefused([_msg(0)], "Message not found")
+    QueueBuilder(fake, "orders").group("g").batch(1).wait(False).limit(1).consume(lambda m: None)  # type: ignore[arg-type]
+    [text] = [r.getMessage() for r in caplog.records if "refused by the broker" in r.getMessage()]
+    assert "Message not found" in text and "renew_lease" not in text

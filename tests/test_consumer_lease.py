@@ -167,3 +167,35 @@ def test_renew_lease_validation(client: Queen) -> None:
         b.renew_lease("yes")  # type: ignore[arg-type]
     assert b.renew_lease(True)._renew_interval == 10000
     assert b.renew_lease(False)._renew is False
+
+
+def test_an_ack_refused_for_an_expired_lease_tells_what_to_do(
+    client: Queen, qname: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the handler returns only once another consumer of the group got the message (its lease
+    # expired: leaseTime 1 s), so the auto-ack is refused with "Invalid or expired lease"
+    caplog.set_level(logging.WARNING, logger="queen_sync.consumer")
+    _slow_queue(client, qname)
+    stolen: List[Dict[str, Any]] = []
+    redelivered = threading.Event()
+    stop = threading.Event()
+
+    def watch() -> None:
+        t = _watch_group(client, qname, stop, stolen)
+        t.join(15)
+        redelivered.set()
+
+    def handler(m: Dict[str, Any]) -> None:
+        threading.Thread(target=watch, daemon=True).start()
+        assert redelivered.wait(15)
+
+    res = client.queue(qname).group("g").limit(1).idle_millis(10000).consume(handler)
+    stop.set()
+    assert len(stolen) == 1 and (res.handled, res.acked, res.ack_failures) == (1, 0, 1)
+    refused = [r.getMessage() for r in caplog.records if "refused by the broker" in r.getMessage()]
+    assert len(refused) == 1, refused
+    text = refused[0]
+    assert "queue %r (consumer group 'g')" % qname in text
+    assert "handler outlived the lease" in text
+    assert "queen.queue(%r).group('g').renew_lease(True)" % qname in text and "lease_time" in text
+    client.ack(stolen, True, {"group": "g"})

@@ -5,7 +5,8 @@ raises nacks ``failed`` with the exception text (the broker redelivers until the
 ``retryLimit``, then moves the message to the dead-letter queue); the handler side of that
 rule lives in ``_lanes``. Every ack verdict is read: one the broker refuses (``Invalid or
 expired lease``, ``Message not found``) is logged with the message ids and counted as an
-ack failure, never as success. Transient failures are retried with backoff (``_outage``)
+ack failure, never as success; an expired lease (the handler outlived it) is logged with
+what to do: ``renew_lease(True)`` or a longer ``lease_time`` for the queue. Transient failures are retried with backoff (``_outage``)
 until the stop phase aborts retries (at the drain timeout, or at once when the consumer
 stops with reason ``"unreachable"``); an ack or nack given up that way counts in
 ``uncertain`` (a release given up counts as an ack failure: the broker redelivers).
@@ -82,16 +83,19 @@ class Acks:
         state: the consumer's shared state (counters, leases, stop request, room).
         broker: its broker calls (``ack`` only).
         group: the consumer group (sent in every ack's context), None in queue mode.
+        renews: whether the consumer renews its leases (``renew_lease(True)``): an ack
+            refused for an expired lease then gets no "enable renewal" hint.
 
     Used by the lanes (:meth:`ack` after a handler, :meth:`release_units` when aborting),
     the fetchers (releasing a pop that came back after a stop request) and the stop phase
     (releasing what no handler got by the drain timeout).
     """
 
-    def __init__(self, state: ConsumerState, broker: Broker, group: Optional[str]) -> None:
+    def __init__(self, state: ConsumerState, broker: Broker, group: Optional[str], renews: bool = False) -> None:
         self._st = state
         self._broker = broker
         self._group = group
+        self._renews = renews
 
     def ack(self, msgs: List[Message], unit: Unit, ok: bool, error: Optional[str]) -> bool:
         """Ack / nack after the handler; resolve the messages. Returns False when the rest of
@@ -349,17 +353,35 @@ class Acks:
                 if not failed:
                     return results
         refused_msgs = [by_tx.get(r.get("transactionId"), {"transactionId": r.get("transactionId")}) for r in failed]
+        expired = status != "retry" and not resent and any(r.get("error") == INVALID_LEASE for r in failed)
         log.warning(
-            "%s of %d of %d message(s) of queue %r refused by the broker (%s)%s: %s",
+            "%s of %d of %d message(s) of queue %r%s refused by the broker (%s)%s: %s%s",
             verb,
             len(failed),
             len(msgs),
             self._st.queue,
+            "" if self._group is None else " (consumer group %r)" % (self._group,),
             ", ".join(sorted({str(r.get("error")) for r in failed})),
             " after an earlier attempt whose reply was lost (it may have been applied)" if resent else "",
             ids(refused_msgs),
+            self._expired_hint() if expired else "",
         )
         return results
+
+    def _expired_hint(self) -> str:
+        """What to do when an ack is refused because the lease expired while the handler ran."""
+        if self._renews:
+            return (
+                "; the lease expired before the handler finished although renew_lease(True) is on: "
+                "use a shorter renew_lease() interval or a longer leaseTime for the queue "
+                "(the broker redelivers the message(s))"
+            )
+        where = "queen.queue(%r)%s" % (self._st.queue, "" if self._group is None else ".group(%r)" % (self._group,))
+        return (
+            "; the handler outlived the lease (the broker redelivers the message(s)): enable lease renewal "
+            "with %s.renew_lease(True)...consume(handler), or give the queue a longer lease_time "
+            "(config({'lease_time': seconds}) where the queue is created)" % (where,)
+        )
 
     def release_units(self, units: List[Unit]) -> None:
         """Hand unhandled messages back to the broker (ack status ``retry``) and forget them.

@@ -131,7 +131,8 @@ class Consumer:
                                  (drain_ms or 0) / 1000.0)
         self._st.user_stop = stop_event
         broker = Broker(session)
-        acks = Acks(self._st, broker, spec.group)
+        renew_ms = settings.renew_interval_millis
+        acks = Acks(self._st, broker, spec.group, renews=renew_ms is not None)
         self._lanes = Lanes(
             self._st,
             acks,
@@ -143,7 +144,6 @@ class Consumer:
             on_error=settings.on_error,
             group=spec.group,
         )
-        renew_ms = settings.renew_interval_millis
         self._renewer = None if renew_ms is None else Renewer(self._st, broker, renew_ms, auto_ack)
         self._fetchers = Fetchers(self._st, broker, spec, self._lanes, acks, self._renewer)
         self._started = False
