@@ -16,7 +16,9 @@ builds) the stdlib engine is used, and it **accepts and refuses exactly what orj
   tuple / datetime subclasses, lone surrogates, and anything nested deeper than
   :data:`MAX_DEPTH` (254) containers (which also stops cycles). One known difference:
   orjson 3.13 does not count *tuples* toward its depth limit (and a few thousand nested
-  tuples corrupt its heap); the stdlib engine counts them.
+  tuples corrupt its heap); the stdlib engine counts them. After such a refusal,
+  :func:`encode_error_text` names where the value goes too deep (:func:`find_too_deep`;
+  only then is the value walked).
 
 **Non-finite floats** (NaN, ±Infinity, which JSON cannot represent) raise
 :class:`NonFiniteFloatError` (a ``ValueError``) naming where the value sits, unless the
@@ -47,6 +49,8 @@ __all__ = [
     "loads",
     "loads_fallback",
     "find_non_finite",
+    "find_too_deep",
+    "encode_error_text",
     "DecodeError",
     "EncodeError",
     "NonFiniteFloatError",
@@ -153,6 +157,64 @@ def non_finite_error(obj: Any) -> NonFiniteFloatError:
         "NaN / Infinity float at %s: JSON cannot represent it (send None, or opt in to nan_as_null "
         "to have it written as null)" % path
     )
+
+
+# --------------------------------------------------------------------------- too deep
+
+#: The text both engines give a value nested deeper than MAX_DEPTH (orjson's own words).
+TOO_DEEP = "Recursion limit reached"
+#: Path segments shown by :func:`find_too_deep` (its path is MAX_DEPTH segments long).
+_DEEP_PATH_SHOWN = 12
+
+
+def find_too_deep(obj: Any, count_tuples: bool = True) -> Optional[str]:
+    """Where the first container nested deeper than :data:`MAX_DEPTH` sits in ``obj``, as a
+    path in :func:`find_non_finite`'s style (``$.items[0].data.k[0]``), or None when there is
+    none. The path is cut after its first segments (``... (and N more levels)``): the full one
+    is MAX_DEPTH segments long.
+
+    Walks in the encoder's order and counts its levels: dicts, lists, dataclass instances and,
+    with ``count_tuples`` (the stdlib engine; orjson does not count them), tuples; an Enum is
+    its value. Meant for after a refusal only (it costs a walk of the value down to the limit).
+    """
+    stack: List[Any] = [(obj, (), 0)]
+    while stack:
+        o, path, depth = stack.pop()
+        if isinstance(o, _enum.Enum):
+            stack.append((o.value, path, depth))
+            continue
+        if isinstance(o, dict):
+            children: List[Any] = [("." + k if isinstance(k, str) else "[%r]" % (k,), v) for k, v in o.items()]
+        elif isinstance(o, list) or (count_tuples and type(o) is tuple):
+            children = [("[%d]" % i, v) for i, v in enumerate(o)]
+        elif type(o) is tuple:  # orjson: not a level of its own, its items sit at its depth
+            stack.extend((v, path + ("[%d]" % i,), depth) for i, v in reversed(list(enumerate(o))))
+            continue
+        elif _is_dataclass_instance(o):
+            children = [("." + k, v) for k, v in _dataclass_items(o)]
+        else:
+            continue
+        if depth >= MAX_DEPTH:
+            shown = "$" + "".join(path[:_DEEP_PATH_SHOWN])
+            rest = len(path) - _DEEP_PATH_SHOWN
+            return shown if rest <= 0 else "%s... (and %d more levels)" % (shown, rest)
+        stack.extend((v, path + (seg,), depth + 1) for seg, v in reversed(children))
+    return None
+
+
+def encode_error_text(exc: BaseException, obj: Any) -> str:
+    """The text of an encode refusal ``exc`` of ``obj``, for the codec's InvalidInputError:
+    ``str(exc)``, plus where the value sits when it is nested too deeply
+    (``"Recursion limit reached: nested deeper than 254 levels at $.items[0].data.k..."``).
+    Call it only after the encoder refused (the walk is not free); the success path costs
+    nothing."""
+    text = str(exc)
+    if text != TOO_DEEP:
+        return text
+    path = find_too_deep(obj, count_tuples=BACKEND != "orjson")  # the engine of this module refused it
+    if path is None:
+        return text
+    return "%s: nested deeper than %d levels at %s" % (text, MAX_DEPTH, path)
 
 
 # --------------------------------------------------------------------------- stdlib engine: encode
