@@ -127,6 +127,9 @@ def command_parser(name: str) -> argparse.ArgumentParser:
                        help='each JSON value is a whole push item {"data": ..., "transactionId": ..., "traceId": ...}')
         p.add_argument("--batch-size", type=int, default=DEFAULT_PUSH_BATCH, metavar="N",
                        help="items per push request when reading stdin (default %d)" % DEFAULT_PUSH_BATCH)
+        p.add_argument("--nan-as-null", action="store_true",
+                       help="send NaN / Infinity / -Infinity in a payload as null (the client's nan_as_null); "
+                       "default: such a payload is refused and nothing of its batch is sent")
     elif name == "pop":
         p.add_argument("queue")
         p.add_argument("--partition", metavar="P")
@@ -246,6 +249,7 @@ def _client(ns: argparse.Namespace) -> Queen:
         ca_certs=ns.ca_certs,
         cert_file=ns.cert_file,
         key_file=ns.key_file,
+        nan_as_null=getattr(ns, "nan_as_null", False),  # a push option only
     )
 
 
@@ -277,12 +281,21 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
             raise CliError("item %d: with --items each value must be a JSON object" % n)
         return value
 
+    def push(items: Any) -> Any:
+        try:
+            return target.push(items)
+        except InvalidInputError as exc:
+            if "nan_as_null" not in str(exc):
+                raise
+            # the client's hint names its option; here the option is a flag
+            raise InvalidInputError("%s; with queen-sync: push --nan-as-null" % exc) from exc
+
     if ns.message != "-":
         try:
             value = json.loads(ns.message)
         except ValueError as exc:
             raise CliError("the message is not JSON: %s" % exc) from None
-        out.rows(target.push(item(1, value)))
+        out.rows(push(item(1, value)))
         return 0
     progress = sys.stderr.isatty()
     pushed = 0
@@ -291,7 +304,7 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     def send() -> None:
         nonlocal pushed
         try:
-            results = target.push(batch)
+            results = push(batch)
         except QueenError as exc:
             raise CliError("%s (%d message(s) were pushed before this batch)" % (exc, pushed)) from exc
         pushed += len(batch)

@@ -116,6 +116,23 @@ def test_push_items_mode(cli_env: Dict[str, str], qname: str, client: Queen) -> 
     assert r.code == 1 and "must be a JSON object" in r.err
 
 
+def test_push_nan_is_refused_unless_nan_as_null(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    r = cli(cli_env, "push", qname, '{"x": NaN, "y": [1, Infinity]}')
+    assert r.code == 1 and r.err.startswith("queen-sync: invalid input:") and "Traceback" not in r.err
+    assert "at $.items[0].payload.x" in r.err and "push --nan-as-null" in r.err
+    r = cli(cli_env, "push", qname, stdin='{"ok": 1}\n{"x": -Infinity}\n')
+    assert r.code == 1 and "push --nan-as-null" in r.err
+    assert client.queue(qname).batch(10).pop() == []  # nothing of the refused batch was sent
+    r = cli(cli_env, "push", qname, "--nan-as-null", '{"x": NaN, "y": [1, Infinity]}')
+    assert r.code == 0, r.err
+    r = cli(cli_env, "push", qname, "--nan-as-null", stdin='{"ok": 1}\n{"x": -Infinity}\n')
+    assert r.code == 0, r.err
+    got = [m["data"] for m in client.queue(qname).batch(10).pop()]
+    assert got == [{"x": None, "y": [1, None]}, {"ok": 1}, {"x": None}]
+    help_text = cli(cli_env, "push", "--help").out
+    assert "--nan-as-null" in help_text and "as null" in help_text
+
+
 def test_bad_input_is_one_line_without_traceback(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
     r = cli(cli_env, "push", qname, stdin='{"ok": 1}\nnot json\n')
     assert r.code == 1
