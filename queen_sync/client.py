@@ -388,7 +388,8 @@ class Queen:
     def running_consumers(self) -> List[RunningConsumer]:
         """What this client runs in the background in this process: one read-only
         :class:`~queen_sync.running.RunningConsumer` (``kind`` ``"consumer"`` or ``"stream"``,
-        ``queue``, ``group``, ``query``, ``threads`` alive) per running consumer
+        ``queue``, ``group``, ``query``, ``threads`` alive, ``started_at_millis``: Unix epoch
+        milliseconds) per running consumer
         (``consume()``, blocking or ``background=True``; listed until its last thread ended,
         handlers included) and per running stream runner (``Stream.run()``; until its stop
         was asked for), consumers first. Empty after :meth:`close`. A snapshot: sends

@@ -9,7 +9,7 @@ Read-only snapshots: nothing here starts, stops or waits for anything, and nothi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any, List, Mapping, Optional
 
 from .consumer import _consumers_of
 from .streams.runner import running_runners
@@ -29,6 +29,8 @@ class RunningConsumer:
         query: the stream's query name (``query_id`` given to ``run()``); None for a consumer.
         threads: how many of its threads are alive now (handler workers, fetchers, lease
             renewer, supervisor; a stream's pop, flush and cycle threads).
+        started_at_millis: when it started, wall clock in milliseconds since the Unix epoch
+            (``time.time() * 1000``; the streams' ``lastCycleAt`` uses the same unit).
     """
 
     kind: str
@@ -36,6 +38,19 @@ class RunningConsumer:
     group: Optional[str]
     query: Optional[str]
     threads: int
+    started_at_millis: int
+
+
+def _snapshot(kind: str, described: Mapping[str, Any]) -> RunningConsumer:
+    """A :class:`RunningConsumer` from the ``describe()`` of a consumer or stream runner."""
+    return RunningConsumer(
+        kind,
+        described["queue"],
+        described["group"],
+        described["query"],
+        described["threads"],
+        described["started_at_millis"] or 0,  # None only before start: never listed then
+    )
 
 
 def running_consumers(session: Any) -> List[RunningConsumer]:
@@ -46,12 +61,6 @@ def running_consumers(session: Any) -> List[RunningConsumer]:
     until a stop was asked for (``stop()``, ``Queen.close()``). A forked child lists none of
     its parent's (no thread crosses a fork).
     """
-    out = [
-        RunningConsumer("consumer", c._queue, c._group, None, c._threads_alive)
-        for c in _consumers_of(session)
-    ]
-    out.extend(
-        RunningConsumer("stream", r._plan.source_queue, r._opts.consumer_group, r.query_id, r._thread_count())
-        for r in running_runners(session)
-    )
+    out = [_snapshot("consumer", c.describe()) for c in _consumers_of(session)]
+    out.extend(_snapshot("stream", r.describe()) for r in running_runners(session))
     return out

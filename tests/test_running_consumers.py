@@ -4,6 +4,7 @@ background (consumers and stream runners), on the broker under test."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 from _helpers import wait_for
@@ -65,7 +66,9 @@ def test_stream_runners_are_listed_until_stopped_and_close_empties_the_list(
         running = q.running_consumers()
         assert [r.kind for r in running] == ["consumer", "stream"]  # consumers first
         stream = running[1]
-        assert stream == RunningConsumer("stream", src, "streams." + runner.query_id, runner.query_id, stream.threads)
+        assert stream == RunningConsumer("stream", src, "streams." + runner.query_id, runner.query_id, stream.threads,
+                                         stream.started_at_millis)
+        assert stream.started_at_millis == runner.describe()["started_at_millis"]
         wait_for(lambda: q.running_consumers()[1].threads >= 1, what="the pop thread")
         runner.stop()
         assert [r.kind for r in q.running_consumers()] == ["consumer"]
@@ -73,3 +76,38 @@ def test_stream_runners_are_listed_until_stopped_and_close_empties_the_list(
     finally:
         q.close()
     assert q.running_consumers() == []  # close() stopped the consumer; works on a closed client
+
+
+def test_describe_says_what_running_consumers_lists_with_the_start_time(
+        client: Queen, qname: str, unique_name) -> None:
+    builder = client.queue(qname).group("billing")
+    before = int(time.time() * 1000)
+    c = builder.consume(lambda m: None, background=True)
+    after = int(time.time() * 1000)
+    try:
+        described = c.describe()
+        assert set(described) == {"queue", "group", "query", "threads", "started_at_millis"}
+        assert (described["queue"], described["group"], described["query"]) == (qname, "billing", None)
+        assert before <= described["started_at_millis"] <= after
+        (listed,) = client.running_consumers()
+        assert (listed.kind, listed.queue, listed.group, listed.query, listed.started_at_millis) == (
+            "consumer", qname, "billing", None, described["started_at_millis"])
+        assert listed.threads >= 2 and described["threads"] >= 2
+    finally:
+        c.stop(drain_timeout_millis=5000)
+        assert c.join(10)
+    assert c.describe()["threads"] == 0 and client.running_consumers() == []
+
+    src = unique_name("src")
+    before = int(time.time() * 1000)
+    runner = Stream.from_(client.queue(src)).map(lambda m: m["data"]).to(client.queue(unique_name("out"))).run(
+        unique_name("query"), max_wait_millis=200)
+    after = int(time.time() * 1000)
+    try:
+        d = runner.describe()
+        assert (d["queue"], d["group"], d["query"]) == (src, "streams." + runner.query_id, runner.query_id)
+        assert before <= d["started_at_millis"] <= after
+        (listed,) = client.running_consumers()
+        assert (listed.kind, listed.started_at_millis) == ("stream", d["started_at_millis"])
+    finally:
+        runner.stop()

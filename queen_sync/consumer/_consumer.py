@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Set
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set
 
 from .. import _fork
 from .._validate import millis_or_deprecated_seconds
@@ -156,6 +156,7 @@ class Consumer:
         self._threads_alive = 0
         self._thread_ids: Set[int] = set()
         self._pid = os.getpid()  # the process whose threads run this consumer
+        self._started_at_millis: Optional[int] = None  # wall clock (Unix epoch ms) of start
 
     # the shared state a test or debugger looks at (read-only views)
     _lock = property(lambda self: self._st.lock, doc="The consumer's one lock (a Condition).")
@@ -196,6 +197,20 @@ class Consumer:
         """True from start until every thread of the consumer ended (handlers included).
         False in a forked child (the copy there has no threads)."""
         return self._started and not self._done.is_set() and not self._forked()
+
+    def describe(self) -> Dict[str, Any]:
+        """What this consumer is, for :meth:`Queen.running_consumers`: a new dict
+        ``{"queue": str, "group": str | None (None in queue mode), "query": None, "threads":
+        int (its threads alive now: handler workers, fetchers, lease renewer, supervisor),
+        "started_at_millis": int | None (when it started, Unix epoch milliseconds; None
+        before)}``. Read without the consumer's lock (a snapshot); sends nothing."""
+        return {
+            "queue": self._queue,
+            "group": self._group,
+            "query": None,
+            "threads": self._threads_alive,
+            "started_at_millis": self._started_at_millis,
+        }
 
     @property
     def result(self) -> ConsumeResult:
@@ -395,6 +410,7 @@ class Consumer:
                 "uwsgidecorators.postfork function) or run uWSGI with --lazy-apps" % "consume()"
             )
         self._pid = os.getpid()
+        self._started_at_millis = int(time.time() * 1000)
         self._started = True
         self._st.last_activity = time.monotonic()
         register(self)

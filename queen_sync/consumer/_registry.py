@@ -24,7 +24,7 @@ import os
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Protocol, Set
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Set
 
 from .. import _fork
 from ._log import log
@@ -47,18 +47,19 @@ CLOSE_RELEASE_RESERVE_S = 1.0
 
 class RegisteredConsumer(Protocol):
     """What the registry reads of a :class:`~queen_sync.consumer.Consumer` (which registers
-    itself: the registry does not import it)."""
+    itself: the registry does not import it), and :meth:`describe`, which
+    :func:`queen_sync.running.running_consumers` reads of the consumers listed here."""
 
     _session: Any  #: the client's session (which client's consumer this is)
-    _queue: str
-    _group: Optional[str]
-    _threads_alive: int  #: threads of the consumer alive now (Queen.running_consumers)
+    _queue: str  #: named in the registry's warnings
     _started: bool
     _done: threading.Event  #: set once every thread of the consumer ended
     _pid: int  #: the process whose threads run it
     _thread_ids: Set[int]
 
     def _forked(self) -> bool: ...
+
+    def describe(self) -> Dict[str, Any]: ...  # for Queen.running_consumers (queen_sync.running)
 
     def _request_stop(self, reason: str, drain_timeout: Optional[float] = None) -> None: ...
 

@@ -164,6 +164,7 @@ class StreamRunner:
         self._stopped_event = threading.Event()
         self._local = threading.local()  # .worker: this thread runs this runner's cycles
         self._started = False
+        self._started_at_millis: Optional[int] = None  # wall clock (Unix epoch ms) of start
         self._stop_reason: Optional[str] = None
         self._partitions: Dict[str, _Partition] = {}
         self._inflight = 0  # batches queued or in a cycle
@@ -212,6 +213,7 @@ class StreamRunner:
         if o.subscription_from is not None:
             qb = qb.subscription_from(o.subscription_from)
         self._pop_builder = qb
+        self._started_at_millis = _now_ms()
         self._started = True
         self._pool = ThreadPoolExecutor(max_workers=o.max_partitions, thread_name_prefix="queen-stream-%s" % self._query)
         t = threading.Thread(target=self._pop_loop, name="queen-stream-%s-pop" % self._query, daemon=True)
@@ -236,6 +238,20 @@ class StreamRunner:
     def is_running(self) -> bool:
         """True from start until stop() (False in a forked child)."""
         return self._started and not self._stop_event.is_set() and self._pid == os.getpid()
+
+    def describe(self) -> Dict[str, Any]:
+        """What this runner is, for :meth:`Queen.running_consumers`: a new dict ``{"queue":
+        str (the source queue), "group": str (the consumer group it pops for), "query": str
+        (:attr:`query_id`), "threads": int (its threads alive now: pop, flush, cycle workers),
+        "started_at_millis": int | None (when it started, Unix epoch milliseconds; None
+        before)}``. Sends nothing."""
+        return {
+            "queue": self._plan.source_queue,
+            "group": self._opts.consumer_group,
+            "query": self._query,
+            "threads": self._thread_count(),
+            "started_at_millis": self._started_at_millis,
+        }
 
     def _thread_count(self) -> int:
         """Threads of this runner alive now: pop, flush and cycle workers (those of the pool
