@@ -290,6 +290,13 @@ class Queen:
         closed. So close() returns within ``timeout_millis`` + 250 ms (plus the time a
         send already under way needs to give up).
 
+        **Broker unreachable with buffered pushes**: close() keeps resending for the whole
+        timeout (default 30000 ms) before it gives the messages up (returned and reported,
+        never dropped sooner), and so does interpreter exit for a client never closed (the
+        producer's ``atexit`` hook, bounded by ``close_timeout_millis``). To wait less, pass
+        ``timeout_millis`` or construct ``Queen(close_timeout_millis=...)``. The resends log
+        one WARNING per batch (then DEBUG) and the close one ERROR with what is left.
+
         Called from inside a handler (or callback) of a consumer of this client, it does not
         wait for that handler: it requests the stops and returns 0 at once, and a
         ``queen-close`` thread finishes (1)-(3) once the handler has returned and been acked,

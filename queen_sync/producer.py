@@ -49,8 +49,12 @@ Each ``(queue, partition)`` gets one :class:`PushBuffer` with its own background
   ``pending`` receipts). In the workers buffers work as usual. When uWSGI runs Python
   without threads (before 2.0.27, without ``--enable-threads``), one WARNING on the
   ``queen_sync`` logger and a ``RuntimeWarning`` say the sender will not run between requests.
+- **Logging.** A batch that fails logs one WARNING on its first failed send, DEBUG for the
+  next ones, INFO once delivered; at close, one ERROR sums up what was left unsent per
+  buffer (failed sends, last error). Never a line per resend.
 - **Exit.** An ``atexit`` hook flushes what is still buffered (bounded by the close
-  timeout); messages it cannot send are logged at ERROR and reported by a
+  timeout: with the broker unreachable, exit waits that long, 30 s by default); messages
+  it cannot send are logged at ERROR and reported by a
   :class:`RuntimeWarning` ("queen_sync: N buffered message(s) could not be sent to <urls>
   before exit").
 
@@ -395,12 +399,26 @@ class PushBuffer:
         """Send one batch until done (True: delivered, or given up as failed after a
         permanent refusal) or the buffer is stopped (False)."""
         body = codec.join_push_fragments(frags)  # built once: resends reuse the transactionIds
+        started = time.monotonic()
+        outcome, failures = self._send_body(body, count)
+        if failures and outcome == "delivered":
+            log.info("push batch of %d message(s) to %s delivered after %d failed send(s) over %.1f s",
+                     count, self._affinity, failures, time.monotonic() - started)
+        return outcome != "stopped"
+
+    def _send_body(self, body: bytes, count: int) -> Tuple[str, int]:
+        """The resend loop of :meth:`_send`: ``(outcome, failed sends)``, outcome
+        ``"delivered"``, ``"refused"`` (permanently: given up as failed) or ``"stopped"``.
+        Rate-limited log (an outage would otherwise log a WARNING per resend, about one a
+        second, the close timeout included): a WARNING on the batch's first failed send,
+        DEBUG for the next ones; a batch given up at close is summed up by
+        :meth:`BufferManager.close`."""
         failures = 0
         item_rounds = 0
         statuses: Dict[int, str] = {}
         while True:
             if self._stop.is_set():
-                return False
+                return "stopped", failures
             try:
                 # a reply without one result per item (ProtocolError): outcome unknown, resend (same ids)
                 # budget=False: this loop is the long retry (and it stops on close)
@@ -408,25 +426,25 @@ class PushBuffer:
                     self._transport, body, queue=self.queue, partition=self.partition, count=count, budget=False
                 )
             except ClientClosedError:
-                return False
+                return "stopped", failures
             except QueenError as exc:
                 if _is_permanent_refusal(exc):
                     self._give_up_refused(count, exc)
-                    return True
+                    return "refused", failures
                 with self._lock:
                     self._s["retries"] += 1
                     self._s["last_error"] = str(exc)
                 delay = self._backoff.compute(failures)
                 failures += 1
-                log.warning(
-                    "push batch of %d messages to %s failed (%s); resending in %.0f ms",
-                    count,
-                    self._affinity,
-                    exc,
-                    delay * 1000.0,
-                )
+                if failures == 1:
+                    log.warning("push batch of %d message(s) to %s failed (%s); resending it with backoff until "
+                                "delivered or the client is closed (next failures logged at DEBUG)",
+                                count, self._affinity, exc)
+                else:
+                    log.debug("push batch of %d message(s) to %s failed again (%d failed sends: %s); resending "
+                              "in %.0f ms", count, self._affinity, failures, exc, delay * 1000.0)
                 if self._stop.wait(delay):
-                    return False
+                    return "stopped", failures
                 continue
             except Exception as exc:  # a bug must not kill the sender silently
                 log.exception("unexpected error while sending a push batch to %s", self._affinity)
@@ -434,7 +452,7 @@ class PushBuffer:
                     self._s["retries"] += 1
                     self._s["last_error"] = repr(exc)
                 if self._stop.wait(self._backoff.compute(failures)):
-                    return False
+                    return "stopped", failures
                 failures += 1
                 continue
             # queued / duplicate / buffered (a broker's file buffer, stored later) = delivered
@@ -443,7 +461,7 @@ class PushBuffer:
                 dup = sts.count("duplicate")
                 if sts.count("queued") + dup + sts.count("buffered") == count:
                     self._count_delivered(count, dup)
-                    return True
+                    return "delivered", failures
             for i, r in enumerate(results):
                 st = r.get("status")
                 if statuses.get(i) in (None, "failed"):
@@ -462,7 +480,7 @@ class PushBuffer:
                     ", ".join(errors),
                 )
                 if self._stop.wait(self._backoff.compute(item_rounds - 1)):
-                    return False
+                    return "stopped", failures
                 continue
             dup = sum(1 for s in statuses.values() if s == "duplicate")
             self._count_delivered(count - len(failed), dup, len(failed))
@@ -474,7 +492,7 @@ class PushBuffer:
                     self._affinity,
                     item_rounds + 1,
                 )
-            return True
+            return "delivered", failures
 
     def _count_delivered(self, delivered: int, duplicates: int, failed: int = 0) -> None:
         """Count one batch sent for good: ``delivered`` messages (``duplicates`` of them
@@ -741,7 +759,9 @@ class BufferManager:
 
     def close(self, timeout_millis: Optional[int] = None, *, _at_exit: bool = False) -> int:
         """Refuse new buffered pushes, flush every buffer for at most ``timeout_millis`` ms
-        (default: the manager's close timeout), stop the senders.
+        (default: the manager's close timeout), stop the senders. With the broker
+        unreachable it waits the whole timeout (default 30000 ms), and so does the ``atexit``
+        hook at interpreter exit; the messages are never dropped sooner.
 
         Returns:
             the number of messages that could not be confirmed: still unsent, or given up as
@@ -763,14 +783,22 @@ class BufferManager:
                 b._closed = True
                 b._request_flush_locked()
         unsent = failed = 0
+        stuck: List[str] = []  # per buffer left with unsent messages: its count, failed sends, last error
         for b in buffers:
             u, f = b._close(deadline)
             unsent += u
             failed += f
+            if u:
+                with b._lock:
+                    stuck.append("%s: %d unsent, %d failed send(s) in all, last error: %s"
+                                 % (b._affinity, u, b._s["retries"], b._s["last_error"]))
         self.unsent_on_close = unsent + failed
         if unsent:
             log.error(
-                "closing the Queen client: %d buffered message(s) could not be delivered within %d ms", unsent, ms
+                "closing the Queen client: %d buffered message(s) could not be delivered within %d ms (%s); "
+                "with the broker unreachable, close() and the exit hook wait that long: "
+                "Queen(close_timeout_millis=) or close(timeout_millis=) bound it",
+                unsent, ms, "; ".join(stuck[:5]) + ("; ..." if len(stuck) > 5 else ""),
             )
             warnings.warn(
                 "queen_sync: %d buffered message(s) could not be sent to %s before %s"

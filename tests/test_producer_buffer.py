@@ -241,3 +241,45 @@ def test_uwsgi_without_threads_warns(monkeypatch: pytest.MonkeyPatch, caplog: py
         msgs = [r for r in caplog.records if "enable-threads" in r.getMessage()]
         assert len(msgs) == (1 if warns else 0), fake
         assert len([w for w in ws if issubclass(w.category, RuntimeWarning)]) == (1 if warns else 0), fake
+
+
+def _producer_records(caplog: pytest.LogCaptureFixture, level: int, text: str) -> list:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "queen_sync.producer" and r.levelno == level and text in r.getMessage()]
+
+
+def test_a_failing_batch_logs_one_warning_then_debug_and_close_sums_it_up(
+        embedded_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="queen_sync.producer")
+    embedded_broker.stop()
+    q = Queen(embedded_broker.url, retry_attempts=1, backoff=ExponentialBackoff(1, 2))
+    q.queue("down").partition("p").buffer(5, 1).push([{"data": i} for i in range(3)])
+    wait_for(lambda: q.get_buffer_stats()["retries"] >= 6, what="six failed sends")
+    with pytest.warns(RuntimeWarning, match="3 buffered message"):
+        assert q.close(timeout_millis=50) == 3
+    # one WARNING for the batch, whatever the number of resends; the next failures at DEBUG
+    assert len(_producer_records(caplog, logging.WARNING, "failed")) == 1
+    assert len(_producer_records(caplog, logging.DEBUG, "failed again")) >= 5
+    [summary] = _producer_records(caplog, logging.ERROR, "could not be delivered within")  # >= 250 ms
+    retries = q.get_buffer_stats()["retries"]
+    assert "down/p: 3 unsent" in summary and "last error:" in summary
+    assert int(summary.split("3 unsent, ")[1].split(" failed send")[0]) <= retries
+    assert "close_timeout_millis" in summary
+
+
+def test_a_batch_delivered_after_failing_logs_one_warning_and_one_info(
+        embedded_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="queen_sync.producer")
+    embedded_broker.stop()
+    q = Queen(embedded_broker.url, retry_attempts=1, backoff=ExponentialBackoff(1, 5))
+    try:
+        q.queue("back").buffer(5, 1).push([{"data": i} for i in range(2)])
+        wait_for(lambda: q.get_buffer_stats()["retries"] >= 3, what="failed sends")
+        embedded_broker.start()
+        assert q.flush_all_buffers(10000) == 0
+    finally:
+        assert q.close(timeout_millis=2000) == 0
+    assert data_of(embedded_broker, "back") == [0, 1]
+    assert len(_producer_records(caplog, logging.WARNING, "failed")) == 1
+    [info] = _producer_records(caplog, logging.INFO, "delivered after")
+    assert info.startswith("push batch of 2 message(s) to back/Default delivered after ")

@@ -141,3 +141,28 @@ def test_atexit_flush_with_unsent_messages_warns_on_stderr() -> None:
     assert proc.stdout.strip() == "pushed"
     assert "RuntimeWarning" in proc.stderr, proc.stderr
     assert "queen_sync: 3 buffered message(s) could not be sent to %s before exit" % url in proc.stderr
+
+
+def test_exit_with_the_broker_down_logs_one_warning_per_batch_not_one_per_resend() -> None:
+    """No close(), broker down, WARNING logging to stderr: the exit hook resends for the
+    close timeout, and stderr gets one line for the failing batch and one summary, not a
+    line per resend."""
+    url = _dead_url()
+    script = (
+        "import logging\n"
+        "logging.basicConfig(level=logging.WARNING)\n"
+        "from queen_sync import Queen\n"
+        "from queen_sync.transport import ExponentialBackoff\n"
+        "q = Queen(%r, retry_attempts=1, backoff=ExponentialBackoff(1, 2), close_timeout_millis=500)\n"
+        "q.queue('down').partition('p').buffer(10, 10).push([{'data': i} for i in range(3)])\n"
+        "print('pushed', flush=True)\n" % url
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=str(ROOT), capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len([ln for ln in lines if "to down/p failed" in ln]) == 1, proc.stderr
+    [summary] = [ln for ln in lines if "could not be delivered within 500 ms" in ln]
+    assert "down/p: 3 unsent" in summary and "close_timeout_millis" in summary
+    assert "3 buffered message(s) could not be sent to %s before exit" % url in proc.stderr
