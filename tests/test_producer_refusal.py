@@ -124,21 +124,30 @@ def test_close_with_unsent_messages_warns() -> None:
     assert rec[0].filename == __file__  # points at the caller of close()
 
 
-def test_atexit_flush_with_unsent_messages_warns_on_stderr() -> None:
-    """No close(), broker down, logging not configured: the loss is still visible on stderr."""
-    url = _dead_url()
+def _exit_with_unsent(url: str, *, log_warnings: bool, backoff: str, close_timeout_millis: int) -> Any:
+    """Run a script that buffers 3 messages for queue ``down`` / partition ``p`` on ``url`` and
+    exits without close() (``log_warnings``: logging.basicConfig at WARNING first); returns
+    the finished process (exit status 0 and ``pushed`` on stdout checked)."""
     script = (
-        "from queen_sync import Queen\n"
+        ("import logging\nlogging.basicConfig(level=logging.WARNING)\n" if log_warnings else "")
+        + "from queen_sync import Queen\n"
         "from queen_sync.transport import ExponentialBackoff\n"
-        "q = Queen(%r, retry_attempts=1, backoff=ExponentialBackoff(2, 10), close_timeout_millis=100)\n"
+        "q = Queen(%r, retry_attempts=1, backoff=ExponentialBackoff(%s), close_timeout_millis=%d)\n"
         "q.queue('down').partition('p').buffer(10, 10).push([{'data': i} for i in range(3)])\n"
-        "print('pushed', flush=True)\n" % url
+        "print('pushed', flush=True)\n" % (url, backoff, close_timeout_millis)
     )
     proc = subprocess.run(
         [sys.executable, "-c", script], cwd=str(ROOT), capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "pushed"
+    return proc
+
+
+def test_atexit_flush_with_unsent_messages_warns_on_stderr() -> None:
+    """No close(), broker down, logging not configured: the loss is still visible on stderr."""
+    url = _dead_url()
+    proc = _exit_with_unsent(url, log_warnings=False, backoff="2, 10", close_timeout_millis=100)
     assert "RuntimeWarning" in proc.stderr, proc.stderr
     assert "queen_sync: 3 buffered message(s) could not be sent to %s before exit" % url in proc.stderr
 
@@ -148,19 +157,7 @@ def test_exit_with_the_broker_down_logs_one_warning_per_batch_not_one_per_resend
     close timeout, and stderr gets one line for the failing batch and one summary, not a
     line per resend."""
     url = _dead_url()
-    script = (
-        "import logging\n"
-        "logging.basicConfig(level=logging.WARNING)\n"
-        "from queen_sync import Queen\n"
-        "from queen_sync.transport import ExponentialBackoff\n"
-        "q = Queen(%r, retry_attempts=1, backoff=ExponentialBackoff(1, 2), close_timeout_millis=500)\n"
-        "q.queue('down').partition('p').buffer(10, 10).push([{'data': i} for i in range(3)])\n"
-        "print('pushed', flush=True)\n" % url
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], cwd=str(ROOT), capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = _exit_with_unsent(url, log_warnings=True, backoff="1, 2", close_timeout_millis=500)
     lines = proc.stderr.splitlines()
     assert len([ln for ln in lines if "to down/p failed" in ln]) == 1, proc.stderr
     [summary] = [ln for ln in lines if "could not be delivered within 500 ms" in ln]
