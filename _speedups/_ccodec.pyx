@@ -32,7 +32,10 @@ cdef extern from "Python.h":
 from cpython.float cimport PyFloat_CheckExact
 from cpython.tuple cimport PyTuple_CheckExact
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_GET_LENGTH
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_New, PyUnicode_1BYTE_DATA
 from libc.string cimport memchr, memcpy
 from libc.math cimport isfinite
@@ -111,11 +114,10 @@ cdef inline void _hex2(unsigned char* p, unsigned char b) noexcept:
     memcpy(p, &_HEXPAIRS[2 * b], 2)
 
 
-cdef inline str _uuid7(unsigned long long ms, const unsigned char* r):
-    """One UUIDv7 string from a 48-bit millisecond time and 10 random bytes (the same bit
-    layout as the pure backend: version 7, 12 random bits, variant 0b10, 62 random bits)."""
-    cdef str s = PyUnicode_New(36, 127)
-    cdef unsigned char* p = <unsigned char*>PyUnicode_1BYTE_DATA(s)
+cdef inline void _uuid7_into(unsigned char* p, unsigned long long ms, const unsigned char* r) noexcept:
+    """Write one UUIDv7 (36 ASCII bytes) at ``p`` from a 48-bit millisecond time and 10
+    random bytes (the same bit layout as the pure backend: version 7, 12 random bits,
+    variant 0b10, 62 random bits)."""
     # unrolled: constant offsets let the compiler emit one 2-byte store per byte
     _hex2(p, <unsigned char>(ms >> 40))
     _hex2(p + 2, <unsigned char>(ms >> 32))
@@ -137,6 +139,19 @@ cdef inline str _uuid7(unsigned long long ms, const unsigned char* r):
     _hex2(p + 30, r[7])
     _hex2(p + 32, r[8])
     _hex2(p + 34, r[9])
+
+
+cdef inline str _uuid7(unsigned long long ms, const unsigned char* r):
+    """One UUIDv7 string (see :func:`_uuid7_into`)."""
+    cdef str s = PyUnicode_New(36, 127)
+    _uuid7_into(<unsigned char*>PyUnicode_1BYTE_DATA(s), ms, r)
+    return s
+
+
+cdef inline str _ascii_str(const char* p, Py_ssize_t n):
+    """A new ASCII ``str`` of the ``n`` bytes at ``p``."""
+    cdef str s = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_1BYTE_DATA(s), p, n)
     return s
 
 
@@ -550,6 +565,161 @@ cdef inline bytes _encode_wire(object body, list wire, bint nan_as_null, list pa
     return out
 
 
+# The spliced push body. orjson writes one flat list ``[queue, partition?, p0, p1, ...]``
+# with a raw NUL byte (a Fragment) between the parts; orjson escapes every control character
+# it writes, so those NULs are the only ones in its output and they mark where each part's
+# JSON starts and ends. The body is then written in one buffer: the constant wire keys, the
+# queue / partition JSON once per item, each payload's JSON and the minted id, which is never
+# a Python object unless the caller asks for the ids. The payloads sit three containers
+# deep, as they do in ``{"items": [{..., "payload": p}]}``, so orjson's nesting limit and
+# every error are the same; any surprise (an error, a NaN, a NUL from the caller's own
+# Fragment) returns ``None`` before an id is minted, and the wire-dict path then does the
+# batch and raises its own error.
+cdef object _SEP = _json.Fragment(b"\x00") if _ORJSON and _json.Fragment is not None else None
+cdef bytes _KQ = b'{"queue":'
+cdef bytes _KP = b',"partition":'
+cdef bytes _KPL = b',"payload":'
+cdef bytes _KTX = b',"transactionId":"'
+cdef bytes _KEND = b'"}'
+cdef bytes _BODY_OPEN = b'{"items":['
+cdef bytes _BODY_CLOSE = b']}'
+
+
+cdef inline char* _put(char* w, bytes b) noexcept:
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(b)
+    memcpy(w, PyBytes_AS_STRING(b), n)
+    return w + n
+
+
+cdef inline bint _span_has_null(const char* p, const char* end) noexcept:
+    """``b"null"`` within ``[p, end)``."""
+    end -= 3
+    while p < end:
+        p = <const char*>memchr(p, 110, end - p)  # 'n'
+        if p == NULL:
+            return False
+        if p[1] == 117 and p[2] == 108 and p[3] == 108:  # "ull"
+            return True
+        p += 1
+    return False
+
+
+cdef object _encode_push_spliced(object queue, object partition, list seq, bint nan_as_null,
+                                 bint whole_body, list ids):
+    """The push body (``whole_body``) or fragment of ``seq`` when every item is an exact
+    dict holding only ``data`` / ``payload``; ``None`` (nothing observable done) otherwise.
+    Appends the minted ids to ``ids`` when it is a list."""
+    cdef Py_ssize_t n = len(seq)
+    cdef Py_ssize_t heads = 1 if partition is None else 2
+    cdef Py_ssize_t parts = heads + n
+    cdef Py_ssize_t i, k, pos, size, total, head_len
+    cdef PyObject* key
+    cdef PyObject* value
+    cdef object item, out, body
+    cdef list flat
+    cdef const char* base
+    cdef const char* p
+    cdef const char* q
+    cdef const char* end
+    cdef char* w
+    cdef Py_ssize_t* spans
+    cdef bytes raw
+    cdef const unsigned char* rnd
+    cdef unsigned long long ms
+    if _SEP is None or n == 0:
+        return None
+    flat = PyList_New(2 * parts - 1)
+    Py_INCREF(queue)
+    PyList_SET_ITEM(flat, 0, queue)
+    if heads == 2:
+        Py_INCREF(partition)
+        PyList_SET_ITEM(flat, 2, partition)
+    for k in range(1, 2 * parts - 1, 2):
+        Py_INCREF(_SEP)
+        PyList_SET_ITEM(flat, k, _SEP)
+    for i in range(n):
+        item = seq[i]
+        if not PyDict_CheckExact(item) or PyDict_Size(item) != 1:
+            return None
+        pos = 0
+        PyDict_Next(item, &pos, &key, &value)
+        if _item_key(key) != 1:
+            return None
+        Py_INCREF(<object>value)
+        PyList_SET_ITEM(flat, 2 * (heads + i), <object>value)
+    try:
+        out = _raw_dumps([[flat]])
+    except _ENCODE_ERRORS:
+        return None
+    # out is b"[[[" part0 ",\0," part1 ... "]]]": spans[2k], spans[2k+1] = part k's bounds
+    base = PyBytes_AS_STRING(out)
+    size = PyBytes_GET_SIZE(out)
+    end = base + size - 3
+    spans = <Py_ssize_t*>PyMem_Malloc(2 * parts * sizeof(Py_ssize_t))
+    if spans == NULL:
+        raise MemoryError()
+    try:
+        p = base + 3
+        for k in range(parts - 1):
+            q = <const char*>memchr(p, 0, end - p)
+            if q == NULL or q <= p + 1 or q + 2 >= end or q[-1] != 44 or q[1] != 44:  # ','
+                return None
+            spans[2 * k] = p - base
+            spans[2 * k + 1] = (q - 1) - base
+            p = q + 2
+        if memchr(p, 0, end - p) != NULL:
+            return None
+        spans[2 * parts - 2] = p - base
+        spans[2 * parts - 1] = end - base
+        if not nan_as_null:
+            for k in range(heads, parts):
+                if (_span_has_null(base + spans[2 * k], base + spans[2 * k + 1])
+                        and _obj_has_non_finite(<object>PyList_GET_ITEM(flat, 2 * k))):
+                    return None
+        head_len = PyBytes_GET_SIZE(_KQ) + (spans[1] - spans[0]) + PyBytes_GET_SIZE(_KPL)
+        if heads == 2:
+            head_len += PyBytes_GET_SIZE(_KP) + (spans[3] - spans[2])
+        total = (n * (head_len + PyBytes_GET_SIZE(_KTX) + 36 + PyBytes_GET_SIZE(_KEND)) + (n - 1)
+                 + (spans[2 * parts - 1] - spans[2 * heads]) - 3 * (n - 1))
+        if whole_body:
+            total += PyBytes_GET_SIZE(_BODY_OPEN) + PyBytes_GET_SIZE(_BODY_CLOSE)
+        ms = _now_ms()
+        raw = _urandom(10 * n)
+        rnd = <const unsigned char*>PyBytes_AS_STRING(raw)
+        body = PyBytes_FromStringAndSize(NULL, total)
+        w = PyBytes_AS_STRING(body)
+        if whole_body:
+            w = _put(w, _BODY_OPEN)
+        for i in range(n):
+            if i:
+                w[0] = 44
+                w += 1
+            w = _put(w, _KQ)
+            memcpy(w, base + spans[0], spans[1] - spans[0])
+            w += spans[1] - spans[0]
+            if heads == 2:
+                w = _put(w, _KP)
+                memcpy(w, base + spans[2], spans[3] - spans[2])
+                w += spans[3] - spans[2]
+            w = _put(w, _KPL)
+            k = heads + i
+            memcpy(w, base + spans[2 * k], spans[2 * k + 1] - spans[2 * k])
+            w += spans[2 * k + 1] - spans[2 * k]
+            w = _put(w, _KTX)
+            _uuid7_into(<unsigned char*>w, ms, rnd + 10 * i)
+            if ids is not None:
+                ids.append(_ascii_str(w, 36))
+            w += 36
+            w = _put(w, _KEND)
+        if whole_body:
+            w = _put(w, _BODY_CLOSE)
+        if w - PyBytes_AS_STRING(body) != total:  # the sizes above are wrong: never send it
+            raise AssertionError("spliced push body size mismatch")
+        return body
+    finally:
+        PyMem_Free(spans)
+
+
 cdef bint _obj_has_non_finite(object obj) except -1:
     if _FREE_THREADED:
         return bool(_py_has_non_finite(obj, 0))
@@ -582,10 +752,36 @@ def encode_push_items(wire_items, nan_as_null=False):
 
 
 def encode_push(queue, partition, items, id_source=None, nan_as_null=False):
-    """Build and encode a push body. Returns ``(body, wire_items)``."""
-    cdef list payloads = []
-    cdef list wire = _build_push_items(queue, partition, items, id_source, payloads)
-    return _encode_wire({"items": wire}, wire, nan_as_null, payloads), wire
+    """Build and encode a push body. Returns ``(body, transaction_ids)``."""
+    cdef list ids = []
+    cdef object body = _encode_push_seq(queue, partition, items, id_source, nan_as_null, True, ids)
+    return body, ids
+
+
+cdef object _encode_push_seq(object queue, object partition, object items, object id_source,
+                             bint nan_as_null, bint whole_body, list ids):
+    """The spliced body when it applies, else the wire-dict one (``ids`` filled either way)."""
+    cdef list seq, payloads, wire
+    cdef object body
+    cdef bytes frag
+    if id_source is None:
+        len(items)  # a sized sequence, as in the pure backend (a generator raises TypeError)
+        seq = <list>items if type(items) is list else list(items)
+        body = _encode_push_spliced(queue, partition, seq, nan_as_null, whole_body, ids)
+        if body is not None:
+            return body
+        items = seq
+    payloads = []
+    wire = _build_push_items(queue, partition, items, id_source, payloads)
+    if whole_body:
+        body = _encode_wire({"items": wire}, wire, nan_as_null, payloads)
+    else:
+        frag = _encode_wire(wire, wire, nan_as_null, payloads)
+        body = frag[1:len(frag) - 1]
+    if ids is not None:
+        for item in wire:
+            ids.append((<dict>item)[_K_TX])
+    return body
 
 
 # --------------------------------------------------------------------------- ack
@@ -835,11 +1031,10 @@ def decode_transaction_result(body):
 def encode_push_fragment(queue, partition, items, id_source=None, nan_as_null=False):
     """Build and encode push items as a fragment: the comma-separated JSON objects of a
     ``{"items": [...]}`` body without the brackets (see
-    ``queen_sync._pycodec.encode_push_fragment``). Returns ``(fragment, wire_items)``."""
-    cdef list payloads = []
-    cdef list wire = _build_push_items(queue, partition, items, id_source, payloads)
-    cdef bytes body = _encode_wire(wire, wire, nan_as_null, payloads)
-    return body[1:len(body) - 1], wire
+    ``queen_sync._pycodec.encode_push_fragment``). Returns ``(fragment, transaction_ids)``."""
+    cdef list ids = []
+    cdef object frag = _encode_push_seq(queue, partition, items, id_source, nan_as_null, False, ids)
+    return frag, ids
 
 
 def join_push_fragments(fragments):

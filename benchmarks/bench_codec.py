@@ -132,8 +132,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for n in sizes:
         items = [{"data": payload(i)} for i in range(n)]
         body_bytes = pop_body(n)
-        _, wire = backends["python"].encode_push(QUEUE, PARTITION, items)
-        finished = {"items": wire}
+        finished = {"items": backends["python"].build_push_items(QUEUE, PARTITION, items)}
         enc_fns: Dict[str, Callable[[], Any]] = {"floor": lambda: orjson.dumps(finished)}
         dec_fns: Dict[str, Callable[[], Any]] = {"floor": lambda: orjson.loads(body_bytes)}
         nn_fns: Dict[str, Callable[[], Any]] = {"floor": lambda: orjson.dumps(finished)}

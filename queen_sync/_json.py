@@ -435,6 +435,8 @@ try:  # pragma: no branch - which branch runs depends on the interpreter
     raw_dumps: Callable[[Any], bytes] = _orjson.dumps  # orjson itself: NaN / inf written as null
     dumps = _orjson_dumps_factory(_orjson.dumps)
     loads = _orjson.loads
+    # pre-encoded JSON written as is (newer orjson releases); the compiled push encoder splices with it
+    Fragment: Optional[Callable[[bytes], Any]] = getattr(_orjson, "Fragment", None)
     EncodeError = _orjson.JSONEncodeError
     DecodeError = _orjson.JSONDecodeError
     BACKEND = "orjson"
@@ -442,6 +444,7 @@ except ImportError:  # pragma: no cover - exercised on interpreters without orjs
     raw_dumps = None  # type: ignore[assignment]
     dumps = _std_dumps
     loads = _std_loads
+    Fragment = None
     EncodeError = TypeError
     DecodeError = ValueError
     BACKEND = "json"

@@ -271,11 +271,18 @@ def encode_push(
     items: Sequence[Mapping[str, Any]],
     id_source: Optional[Callable[[], str]] = None,
     nan_as_null: bool = False,
-) -> Tuple[bytes, List[Dict[str, Any]]]:
-    """Build and encode a push body. Returns ``(body, wire_items)``; see
-    :func:`build_push_items` for the item rules and :func:`encode_json` for ``nan_as_null``."""
+) -> Tuple[bytes, List[str]]:
+    """Build and encode a ``POST /api/v1/push`` body ``{"items": [...]}``.
+
+    Returns ``(body, transaction_ids)``: the ``transactionId`` of each item, in order (given
+    or minted). See :func:`build_push_items` for the item rules and :func:`encode_json` for
+    ``nan_as_null``; the compiled twin writes the same bytes without building the wire dicts.
+
+    Raises:
+        InvalidInputError: as :func:`build_push_items` and :func:`encode_json`.
+    """
     wire = build_push_items(queue, partition, items, id_source)
-    return encode_push_items(wire, nan_as_null), wire
+    return encode_push_items(wire, nan_as_null), [w["transactionId"] for w in wire]
 
 
 # --------------------------------------------------------------------------- ack
@@ -538,13 +545,13 @@ def encode_push_fragment(
     items: Sequence[Mapping[str, Any]],
     id_source: Optional[Callable[[], str]] = None,
     nan_as_null: bool = False,
-) -> Tuple[bytes, List[Dict[str, Any]]]:
+) -> Tuple[bytes, List[str]]:
     """Build and encode push items as a **fragment**: the comma-separated JSON objects of a
     ``{"items": [...]}`` body, without the brackets (``b""`` for no items).
 
     Used by the buffered producer: items are encoded (and validated) when pushed, and a batch
     body is :func:`join_push_fragments` of the buffered fragments. Returns ``(fragment,
-    wire_items)``; item rules as in :func:`build_push_items`, ``nan_as_null`` as in
+    transaction_ids)`` (each item's ``transactionId``, in order); item rules as in :func:`build_push_items`, ``nan_as_null`` as in
     :func:`encode_json`.
 
     Raises:
@@ -552,7 +559,7 @@ def encode_push_fragment(
             not JSON-serialisable (NaN / ±Infinity included unless ``nan_as_null``).
     """
     wire = build_push_items(queue, partition, items, id_source)
-    return encode_json(wire, nan_as_null)[1:-1], wire
+    return encode_json(wire, nan_as_null)[1:-1], [w["transactionId"] for w in wire]
 
 
 def join_push_fragments(fragments: Sequence[bytes]) -> bytes:

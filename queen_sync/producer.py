@@ -704,7 +704,7 @@ class BufferManager:
         step = options.message_count
         fragments: Sequence[Tuple[bytes, int]]
         if n <= step:  # the common case (e.g. a single item): one fragment
-            frag, wire_all = codec.encode_push_fragment(queue, partition, items, nan_as_null=self._nan_as_null)
+            frag, ids_all = codec.encode_push_fragment(queue, partition, items, nan_as_null=self._nan_as_null)
             fragments = ((frag, n),)
             nbytes = len(frag)
         else:
@@ -712,22 +712,22 @@ class BufferManager:
             # index in the whole list, not in its chunk (ids are not minted for this check)
             codec.build_push_items(queue, partition, items, _no_id)
             chunks: List[Tuple[bytes, int]] = []
-            wire_all = []
+            ids_all = []
             nbytes = 0
             for start in range(0, n, step):
                 chunk = items[start : start + step]
-                frag, wire = codec.encode_push_fragment(queue, partition, chunk, nan_as_null=self._nan_as_null)
+                frag, ids = codec.encode_push_fragment(queue, partition, chunk, nan_as_null=self._nan_as_null)
                 chunks.append((frag, len(chunk)))
                 nbytes += len(frag)
-                wire_all.extend(wire)
+                ids_all.extend(ids)
             fragments = chunks
         buf = self._buffers.get((queue, partition))
         if buf is None or buf.options is not options:  # a new buffer, or other options to compare
             buf = self.buffer_for(queue, partition, options)
         buf._add(fragments, n, nbytes)
         return [
-            {"index": i, "status": "pending", "transaction_id": w["transactionId"], "queueName": queue}
-            for i, w in enumerate(wire_all)
+            {"index": i, "status": "pending", "transaction_id": tx, "queueName": queue}
+            for i, tx in enumerate(ids_all)
         ]
 
     def _snapshot(self) -> List[PushBuffer]:

@@ -49,9 +49,17 @@ __all__ = ["QueueBuilder"]
 Message = Dict[str, Any]
 
 
-def _repush_items(wire: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Pushed wire items as push() items again: payload, transactionId, traceId."""
-    return [{k: w[k] for k in ("payload", "transactionId", "traceId") if k in w} for w in wire]
+def _repush_items(items: List[Mapping[str, Any]], ids: List[str]) -> List[Dict[str, Any]]:
+    """Pushed items as push() items again, with the transactionIds they were sent with:
+    ``{"payload", "transactionId", "traceId"?}``."""
+    out = []
+    for item, tx in zip(items, ids):
+        again = {"payload": item["data"] if "data" in item else item["payload"], "transactionId": tx}
+        trace = item.get("traceId")
+        if trace is not None:
+            again["traceId"] = trace
+        out.append(again)
+    return out
 
 
 def _failed_items_error(results: List[Dict[str, Any]], status: int) -> BrokerError:
@@ -317,7 +325,7 @@ class QueueBuilder:
             self._session.check_open()
             return self._session.producer.push(self._name, self._partition, lst, self._buffer)
         # unbuffered; also a buffered push in a uWSGI master before it forks (producer.py "Fork")
-        body, wire = codec.encode_push(self._name, self._partition, lst, nan_as_null=self._session.nan_as_null)
+        body, ids = codec.encode_push(self._name, self._partition, lst, nan_as_null=self._session.nan_as_null)
         try:
             results, status, failed = wire_messages.push(
                 self._session, body, queue=self._name, partition=self._partition, count=len(lst)
@@ -325,7 +333,7 @@ class QueueBuilder:
             if failed:  # counted by the reply check: no pass over the results when none failed
                 raise _failed_items_error(results, status)
         except QueenError as exc:
-            exc.items = _repush_items(wire)  # the safe re-push: same transactionIds (README "Retries")
+            exc.items = _repush_items(lst, ids)  # the safe re-push: same transactionIds (README "Retries")
             raise
         return results
 

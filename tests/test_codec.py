@@ -239,7 +239,7 @@ def test_encode_push_exact_bodies(backend: types.ModuleType) -> None:
         {"data": {"x": [1, 2.5, True, "é☃𝄞"]}},
         {"data": {}},
     ]
-    body, wire = backend.encode_push("orders", "acme", items, counter_ids())
+    body, ids = backend.encode_push("orders", "acme", items, counter_ids())
     assert body == (
         b'{"items":['
         b'{"queue":"orders","partition":"acme","payload":{"i":0},"transactionId":"tx-1"},'
@@ -252,19 +252,20 @@ def test_encode_push_exact_bodies(backend: types.ModuleType) -> None:
         b'"transactionId":"tx-4"},'
         b'{"queue":"orders","partition":"acme","payload":{},"transactionId":"tx-5"}]}'
     )
-    assert _json.loads(body) == {"items": wire}
+    assert ids == ["tx-1", "tx-2", "explicit-1", "tx-3", "explicit-2", "tx-4", "tx-5"]
+    assert _json.loads(body) == {"items": backend.build_push_items("orders", "acme", items, counter_ids())}
+    wire = backend.build_push_items("orders", "acme", items, counter_ids())
     assert wire[0]["payload"] is items[0]["data"]  # payloads are not copied
     assert wire[4]["payload"] is items[4]["payload"]
 
 
 def test_encode_push_without_partition_mints_uuid7(backend: types.ModuleType) -> None:
-    body, wire = backend.encode_push("q", None, [{"data": 1}, {"data": 2}])
-    assert [list(w) for w in wire] == [["queue", "payload", "transactionId"]] * 2
-    assert all(UUID7_RE.match(w["transactionId"]) for w in wire)
-    assert wire[0]["transactionId"] != wire[1]["transactionId"]
+    body, ids = backend.encode_push("q", None, [{"data": 1}, {"data": 2}])
+    assert all(UUID7_RE.match(tx) for tx in ids) and len(ids) == 2
+    assert ids[0] != ids[1]
     assert body == b'{"items":[{"queue":"q","payload":1,"transactionId":"%s"},{"queue":"q","payload":2,"transactionId":"%s"}]}' % (
-        wire[0]["transactionId"].encode(),
-        wire[1]["transactionId"].encode(),
+        ids[0].encode(),
+        ids[1].encode(),
     )
 
 
@@ -418,15 +419,22 @@ def test_encode_json(backend: types.ModuleType) -> None:
 
 
 def test_push_fragments(backend: types.ModuleType) -> None:
-    frag1, wire1 = backend.encode_push_fragment("q", "p", [{"data": 1}, {"payload": "é"}], counter_ids())
+    items1 = [{"data": 1}, {"payload": "é"}]
+    items2 = [{"data": {"x": [1]}, "traceId": TRACE}]
+    frag1, ids1 = backend.encode_push_fragment("q", "p", items1, counter_ids())
+    assert ids1 == ["tx-1", "tx-2"]
     assert frag1 == (
         b'{"queue":"q","partition":"p","payload":1,"transactionId":"tx-1"},'
         b'{"queue":"q","partition":"p","payload":"\xc3\xa9","transactionId":"tx-2"}'
     )
-    frag2, wire2 = backend.encode_push_fragment("r", None, [{"data": {"x": [1]}, "traceId": TRACE}], counter_ids("b"))
+    frag2, ids2 = backend.encode_push_fragment("r", None, items2, counter_ids("b"))
+    wire = backend.build_push_items("q", "p", items1, counter_ids()) + backend.build_push_items(
+        "r", None, items2, counter_ids("b")
+    )
     joined = backend.join_push_fragments([frag1, frag2])
-    assert joined == backend.encode_push_items(wire1 + wire2)
-    assert _json.loads(joined) == {"items": wire1 + wire2}
+    assert joined == backend.encode_push_items(wire)
+    assert _json.loads(joined) == {"items": wire}
+    assert [w["transactionId"] for w in wire] == ids1 + ids2
     assert backend.join_push_fragments((frag2,)) == b'{"items":[' + frag2 + b"]}"
     assert backend.encode_push_fragment("q", None, []) == (b"", [])
     for bad in ([], (), [b""], [frag1, b""], None):
