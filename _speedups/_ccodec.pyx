@@ -66,6 +66,7 @@ cdef bint _ORJSON = _json.BACKEND == "orjson"
 cdef int _MAX_DEPTH = _json.MAX_DEPTH
 cdef object _py_has_non_finite = _json._has_non_finite
 cdef object _non_finite_error = _json.non_finite_error
+cdef object _encode_error_text = _json.encode_error_text
 cdef bint _FREE_THREADED = bool(_sysconfig.get_config_var("Py_GIL_DISABLED"))
 # the namespaces of os / time (the dict objects, not copies of the attributes in them)
 cdef dict _os_dict = _os.__dict__
@@ -559,7 +560,7 @@ cdef inline bytes _encode_wire(object body, list wire, bint nan_as_null, list pa
     try:
         out = _raw_dumps(body)
     except _ENCODE_ERRORS as exc:
-        raise InvalidInputError("payload is not JSON-serialisable: %s" % exc) from None
+        raise InvalidInputError("payload is not JSON-serialisable: %s" % _encode_error_text(exc, body)) from None
     if not nan_as_null and _has_null(out) and _wire_has_non_finite(wire, payloads):
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _non_finite_error(body))
     return out
@@ -733,7 +734,7 @@ cdef inline bytes _encode(object obj, bint nan_as_null=False):
             return _dumps(obj, nan_as_null)
         body = _raw_dumps(obj)
     except _ENCODE_ERRORS as exc:
-        raise InvalidInputError("payload is not JSON-serialisable: %s" % exc) from None
+        raise InvalidInputError("payload is not JSON-serialisable: %s" % _encode_error_text(exc, obj)) from None
     # orjson writes NaN / inf as null: look for them only when the body holds a null
     if not nan_as_null and _has_null(body) and _obj_has_non_finite(obj):
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _non_finite_error(obj))

@@ -256,7 +256,7 @@ def encode_json(obj: Any, nan_as_null: bool = False) -> bytes:
     try:
         return _json.dumps(obj, nan_as_null)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise InvalidInputError("payload is not JSON-serialisable: %s" % exc) from None
+        raise InvalidInputError("payload is not JSON-serialisable: %s" % _json.encode_error_text(exc, obj)) from None
 
 
 def encode_push_items(wire_items: List[Dict[str, Any]], nan_as_null: bool = False) -> bytes:

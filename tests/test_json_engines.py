@@ -394,8 +394,6 @@ def test_other_encode_refusals_keep_their_text() -> None:
     assert _json.encode_error_text(ValueError("NaN / Infinity float at $.x"), {}) == "NaN / Infinity float at $.x"
 
 
-@pytest.mark.xfail(strict=True, reason="needs the codec's call sites: _pycodec.encode_json and _ccodec._encode / "
-                   "_encode_wire must build their InvalidInputError with _json.encode_error_text (see branch seams)")
 def test_a_too_deep_push_payload_is_refused_naming_where_on_both_codecs(monkeypatch: pytest.MonkeyPatch) -> None:
     deep = nested(300, "dict")
     for backend in (codec.IMPL, _pycodec):
