@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any, Dict, List
 
 import pytest
@@ -124,6 +125,9 @@ def test_consumer_group_getters(client: Queen, qname: str, unique_name: Any) -> 
     parts = detail[qname]["partitions"]
     assert [p["partition"] for p in parts] == ["p"] and parts[0]["leaseActive"] is True
 
+    # The broker lists lag (whole seconds, rounded) strictly above minLagSeconds: a message pushed
+    # 0.6 s ago lags 1 s, which is listed with min_lag_seconds=0 on both brokers.
+    time.sleep(0.6)
     lagging = [e for e in a.get_lagging_consumers(min_lag_seconds=0) if e["consumer_group"] == group]
     assert len(lagging) == 1 and lagging[0]["queue_name"] == qname and lagging[0]["offset_lag"] >= 2
     assert [e for e in a.get_lagging_consumers(min_lag_seconds=3600) if e["consumer_group"] == group] == []

@@ -92,9 +92,11 @@ class Router(object):
     def handle(self, method: str, path: str, query: str, raw: bytes,
                disconnected: Optional[Callable[[], bool]] = None) -> Tuple[int, Any]:
         try:
-            return self._handle(method, path, query, raw, disconnected)
+            status, reply = self._handle(method, path, query, raw, disconnected)
         except _BadRequest as exc:
             return 400, {"error": exc.text}
+        self.state.metrics.observe(method, path, status, reply)
+        return status, reply
 
     def _params(self, query: str) -> Dict[str, str]:
         out: Dict[str, str] = {}
