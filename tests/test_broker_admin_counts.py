@@ -12,6 +12,7 @@ from typing import Any, Dict, List
 
 import pytest
 
+from _broker_http import RawHTTP
 from queen_sync import AckError, Queen
 
 
@@ -108,6 +109,18 @@ def test_queue_mode_message_status(client: Queen, qname: str) -> None:
     listed = client.admin.list_messages(queue=qname)
     assert listed["mode"] == {"busGroupsCount": 0, "hasQueueMode": True, "type": "queue"}
     assert sorted(m["status"] for m in listed["messages"]) == ["completed", "pending", "pending"]
+
+
+def test_queue_messages_route_pages_like_the_real_broker(embedded_broker: Any) -> None:
+    http = RawHTTP(embedded_broker.url)
+    with Queen(embedded_broker.url) as client:
+        client.queue("paged").partition("p").push([{"data": i} for i in range(3)])
+        client.queue("paged").partition("r").push([{"data": 9}])
+    path = "/api/v1/status/queues/paged/messages"
+    # LIMIT/OFFSET apply to the procedure's single aggregated row, not to the messages
+    assert len(http.request("GET", path + "?limit=1&partition=p")[1]) == 4
+    assert http.request("GET", path + "?offset=1") == (200, {"success": True, "value": None})
+    assert http.request("GET", "/api/v1/status/queues/nope/messages") == (200, [])
 
 
 def test_analytics_counts_messages_per_hour(client: Queen, qname: str) -> None:

@@ -55,7 +55,7 @@ def overview(st: Any) -> Reply:
                      "pending": max(0, system["pending"] - system["processing"]),
                      "processing": system["processing"], "completed": totals["ack_ok"],
                      "failed": totals["ack_fail"], "deadLetter": totals["dlq"]},
-        "lag": {"time": {"avg": pg_int(recent["lag_sum_ms"] / pops / 1000.0) if pops else 0,
+        "lag": {"time": {"avg": recent["lag_sum_ms"] // pops // 1000 if pops else 0,  # bigint division
                          "median": system["medianLagSeconds"], "min": 0,
                          "max": recent["lag_max_ms"] // 1000},
                 "offset": {"avg": system["avgOffsetLag"], "median": 0, "min": 0,

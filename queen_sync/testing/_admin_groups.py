@@ -17,8 +17,8 @@ import bisect
 from typing import Any, Dict, List, Optional
 
 from ._records import Row
-from ._stats import Reply, int_param, live_lease_expiry, pending_after, pg_int
-from ._util import BadRequest, fmt_ms, now_us, parse_ts_us
+from ._stats import Reply, live_lease_expiry, pending_after, pg_int
+from ._util import BadRequest, fmt_ms, int_param, now_us, parse_ts_us
 
 
 def groups(st: Any) -> Reply:

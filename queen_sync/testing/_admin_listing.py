@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ._records import QUEUE_MODE, Msg, Queue
-from ._stats import COUNTS, Reply, all_queue_stats, dlq_counts, int_param, live_lease_expiry, partition_stats
-from ._util import fmt_ms, now_us
+from ._stats import COUNTS, Reply, all_queue_stats, dlq_counts, live_lease_expiry, partition_stats
+from ._util import fmt_ms, now_us, paging
 
 
 def _counts(s: Dict[str, Any]) -> Dict[str, int]:
@@ -40,7 +40,7 @@ def list_queues(st: Any) -> Reply:
 
 def status_queues(st: Any, params: Dict[str, str]) -> Reply:
     """``GET /api/v1/status/queues?namespace=&task=&limit=100&offset=0``."""
-    limit, offset = int_param(params.get("limit"), 100), int_param(params.get("offset"), 0)
+    limit, offset = paging(params, 100)
     with st.lock:
         qs = sorted(st.queues.values(), key=lambda q: q.created, reverse=True)
         if params.get("namespace"):
@@ -82,19 +82,30 @@ def tasks(st: Any) -> Reply:
     return _grouped(st, "task")
 
 
-def _partition_rows(st: Any, q: Queue, now: int) -> List[dict]:
+def _partition_rows(st: Any, q: Queue, now: int, with_cursor: bool) -> List[dict]:
     dlq = dlq_counts(st)
     out = []
     for p in sorted(q.partitions.values(), key=lambda p: p.name):
         s = partition_stats(st, p, now, dlq)
         # oldestMessage/newestMessage stay null: the real broker fills them only once its
         # background job has seen the partition, and the captures show them null.
-        out.append({"id": p.id, "name": p.name, "createdAt": fmt_ms(p.created), "stats": _counts(s),
-                    "oldestMessage": None, "newestMessage": None, "_p": p})
+        r: Dict[str, Any] = {"id": p.id, "name": p.name, "createdAt": fmt_ms(p.created), "stats": _counts(s),
+                             "oldestMessage": None, "newestMessage": None}
+        if with_cursor:
+            rows = list(p.rows.values())
+            # The real procedure joins the partition's statistics rows (one per group) with its
+            # cursor rows, so the cursor sums count every cursor once per group.
+            fan_out = max(1, len(rows))
+            consumed = [x.last_consumed for x in rows if x.last_consumed is not None]
+            r["messages"] = dict(r["stats"])
+            r["cursor"] = {"totalConsumed": fan_out * sum(x.total_consumed for x in rows),
+                           "batchesConsumed": fan_out * sum(x.batches_consumed for x in rows)}
+            r["lastActivity"] = fmt_ms(max(consumed)) if consumed else None
+        out.append(r)
     return out
 
 
-def _totals(parts: List[dict]) -> Dict[str, int]:
+def _totals(parts: List[dict]) -> Dict[str, Any]:
     return {k: sum(r["stats"][k] for r in parts) for k in COUNTS + ("failed",)}
 
 
@@ -104,9 +115,7 @@ def queue_detail(st: Any, name: str) -> Reply:
         q = st.queues.get(name)
         if q is None:
             return 200, {"error": "Queue not found"}
-        parts = _partition_rows(st, q, now_us())
-        for r in parts:
-            del r["_p"]
+        parts = _partition_rows(st, q, now_us(), False)
         return 200, {"id": q.id, "name": q.name, "namespace": q.namespace, "task": q.task,
                      "createdAt": fmt_ms(q.created), "partitions": parts, "totals": _totals(parts)}
 
@@ -117,19 +126,8 @@ def status_queue(st: Any, name: str) -> Reply:
         q = st.queues.get(name)
         if q is None:
             return 200, {"error": "Queue not found"}
-        parts = _partition_rows(st, q, now_us())
-        for r in parts:
-            p = r.pop("_p")
-            rows = list(p.rows.values())
-            # The real procedure joins the partition's statistics rows (one per group) with its
-            # cursor rows, so the cursor sums count every cursor once per group.
-            fan_out = max(1, len(rows))
-            consumed = [x.last_consumed for x in rows if x.last_consumed is not None]
-            r["messages"] = dict(r["stats"])
-            r["cursor"] = {"totalConsumed": fan_out * sum(x.total_consumed for x in rows),
-                           "batchesConsumed": fan_out * sum(x.batches_consumed for x in rows)}
-            r["lastActivity"] = fmt_ms(max(consumed)) if consumed else None
-        totals: Dict[str, Any] = _totals(parts)
+        parts = _partition_rows(st, q, now_us(), True)
+        totals = _totals(parts)
         totals["messages"] = dict(totals)
         o = q.options
         return 200, {"queue": {"id": q.id, "name": q.name, "namespace": q.namespace, "task": q.task,
@@ -161,18 +159,24 @@ def sorted_messages(queues: List[Queue], partition: Any = None) -> List[Msg]:
 
 
 def status_queue_messages(st: Any, name: str, params: Dict[str, str]) -> Reply:
-    """``GET /api/v1/status/queues/{q}/messages?limit=50&offset=0``: newest first."""
-    limit, offset = int_param(params.get("limit"), 50), int_param(params.get("offset"), 0)
+    """``GET /api/v1/status/queues/{q}/messages``: every stored message, newest first.
+
+    Like the real broker's ``get_queue_messages_v1``, which applies ``LIMIT``/``OFFSET`` to its
+    one aggregated row: ``limit`` (>= 1) does not cap the list, ``partition`` is not read, and
+    ``offset >= 1`` (or ``limit <= 0``) leaves no row, which the broker answers as
+    ``{"success": true, "value": null}``."""
+    limit, offset = paging(params, 50)
+    if limit <= 0 or offset >= 1:
+        return 200, {"success": True, "value": None}
     now = now_us()
     with st.lock:
         q = st.queues.get(name)
         if q is None:
             return 200, []
-        msgs = sorted_messages([q], params.get("partition"))
         dead = {id(d["msg"]) for d in st.dlq}
         out = [{"id": m.id, "transactionId": m.txid, "partitionId": m.partition.id,
                 "partition": m.partition.name, "queue": q.name, "queuePath": q.name + "/" + m.partition.name,
                 "createdAt": fmt_ms(m.created),
                 "status": "dead_letter" if id(m) in dead else queue_mode_status(st, m, now)}
-               for m in msgs[offset:offset + limit]]
+               for m in sorted_messages([q])]
     return 200, out

@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ._admin_listing import queue_mode_status, sorted_messages
 from ._records import QUEUE_MODE, Msg, Partition
-from ._stats import Reply, bus_rows, int_param, live_lease_expiry
-from ._util import BadRequest, fmt_ms, now_us, parse_ts_us, uuid4
+from ._stats import Reply, bus_rows, live_lease_expiry
+from ._util import BadRequest, fmt_ms, now_us, paging, parse_ts_us, uuid4
 
 MINUTE_US = 60 * 1_000_000
 
@@ -53,7 +53,7 @@ def mode(parts: List[Partition]) -> dict:
 def messages(st: Any, params: Dict[str, str]) -> Reply:
     """``GET /api/v1/messages?queue=&partition=&ns=&task=&status=&from=&to=&limit=200&offset=0``:
     newest first, created from ``from`` (default an hour ago) to the end of the minute of ``to``."""
-    limit, offset = int_param(params.get("limit"), 200), int_param(params.get("offset"), 0)
+    limit, offset = paging(params, 200)
     now = now_us()
     frm = parse_ts_us(params.get("from")) or now - 60 * MINUTE_US
     to = parse_ts_us(params.get("to")) or now
@@ -180,7 +180,7 @@ def traces_for(st: Any, pid: str, txid: str) -> Reply:
 
 def traces_by_name(st: Any, name: str, params: Dict[str, str]) -> Reply:
     """``GET /api/v1/traces/by-name/{name}?limit=100&offset=0``, newest first."""
-    limit, offset = int_param(params.get("limit"), 100), int_param(params.get("offset"), 0)
+    limit, offset = paging(params, 100)
     with st.lock:
         rows = [t for t in reversed(st.traces) if t["names"] and name in t["names"]]
         out = [_trace_json(t, True) for t in rows[offset:offset + limit]]
@@ -189,7 +189,7 @@ def traces_by_name(st: Any, name: str, params: Dict[str, str]) -> Reply:
 
 def trace_names(st: Any, params: Dict[str, str]) -> Reply:
     """``GET /api/v1/traces/names?limit=50&offset=0``, most recently seen first."""
-    limit, offset = int_param(params.get("limit"), 50), int_param(params.get("offset"), 0)
+    limit, offset = paging(params, 50)
     with st.lock:
         acc: Dict[str, dict] = {}
         for t in st.traces:

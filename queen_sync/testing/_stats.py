@@ -30,16 +30,6 @@ Reply = Tuple[int, Any]
 COUNTS = ("total", "pending", "processing", "completed", "deadLetter")
 
 
-def int_param(v: Optional[str], default: int) -> int:
-    """A query parameter as an int (``default`` when absent or not a number)."""
-    if v is None:
-        return default
-    try:
-        return int(v)
-    except ValueError:
-        return default
-
-
 def pg_int(x: float) -> int:
     """PostgreSQL's ``numeric::integer``: round half away from zero."""
     return int(x + 0.5) if x >= 0 else -int(-x + 0.5)
