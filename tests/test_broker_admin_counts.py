@@ -173,3 +173,32 @@ def test_status_and_overview_count_requests(embedded_broker: Any) -> None:
         wm = a.get_worker_metrics()["summary"]
         assert (wm["totalPushMessages"], wm["totalPopMessages"], wm["totalAckMessages"]) == (4, 3, 4)
         assert (wm["totalAckFailed"], wm["totalDlq"], wm["pendingMessages"]) == (1, 1, 1)
+
+
+def test_auto_ack_transaction_and_streams_cycle_counts(embedded_broker: Any) -> None:
+    http = RawHTTP(embedded_broker.url)
+    with Queen(embedded_broker.url) as client:
+        client.queue("src").partition("p").push([{"data": i} for i in range(4)])
+        assert len(client.queue("src").partition("p").batch(2).auto_ack().pop()) == 2  # an ack of 2
+        [msg] = client.queue("src").partition("p").pop()
+        # a transaction's ack is not counted as an ack, but its DLQ move is
+        res = client.transaction().ack(msg, "failed").commit()
+        assert res["success"] is True and res["results"][0]["dlq"] is True
+
+        _, reg = http.request("POST", "/streams/v1/queries",
+                              {"name": "counted.q", "source_queue": "src", "config_hash": "h"})
+        _, popped = http.request("GET", "/api/v1/pop/queue/src?consumerGroup=streams.counted.q&batch=4")
+        last = popped["messages"][-1]
+        _, cycle = http.request("POST", "/streams/v1/cycle", {
+            "query_id": reg["query_id"], "partition_id": last["partitionId"],
+            "consumer_group": "streams.counted.q", "push_items": [{"queue": "sink", "payload": {"n": 4}}],
+            "ack": {"transactionId": last["transactionId"], "leaseId": last["leaseId"],
+                    "status": "completed", "count": len(popped["messages"])}})
+        assert cycle["success"] is True
+
+        t = client.admin.get_worker_metrics()["summary"]
+        # pushes: the 4 items and the cycle's sink item; acks: the auto-ack and the cycle's
+        assert (t["totalPushRequests"], t["totalPushMessages"]) == (2, 5)
+        assert (t["totalPopRequests"], t["totalPopMessages"]) == (3, 7)
+        assert (t["totalAckRequests"], t["totalAckMessages"], t["totalAckFailed"], t["totalDlq"]) == (2, 6, 0, 1)
+        assert client.admin.get_overview()["messages"]["completed"] == 6
