@@ -23,8 +23,8 @@ def _counts(s: Dict[str, Any]) -> Dict[str, int]:
     return out
 
 
-def _summary(q: Queue, s: Dict[str, Any], pending_in_flight: bool) -> dict:
-    pending = s["pending"] if pending_in_flight else max(0, s["pending"] - s["processing"])
+def _summary(q: Queue, s: Dict[str, Any], include_leased: bool) -> dict:
+    pending = s["pending"] if include_leased else max(0, s["pending"] - s["processing"])
     return {"id": q.id, "name": q.name, "namespace": q.namespace, "task": q.task,
             "createdAt": fmt_ms(q.created), "partitions": s["partitions"],
             "messages": {"total": s["total"], "pending": pending, "processing": s["processing"]}}
