@@ -112,10 +112,18 @@ class BrokerMetrics(object):
             queue = path[len("/api/v1/pop/queue/"):].split("/")[0]
         self._add(now, None, pop_req=1)
         msgs = reply.get("messages") or []
+        lag_sum = lag_max = 0
+        seen: Dict[Any, int] = {}  # one batch's messages mostly share a createdAt: parse it once
         for m in msgs:
-            created = parse_ts_us(m.get("createdAt")) if isinstance(m, dict) else None
-            lag = max(0, (now - created) // 1000) if created is not None else 0
-            self._add(now, queue, pop_msg=1, lag_sum_ms=lag, lag_max_ms=lag)
+            text = m.get("createdAt") if isinstance(m, dict) else None
+            lag = seen.get(text)
+            if lag is None:
+                created = parse_ts_us(text)
+                lag = seen[text] = max(0, (now - created) // 1000) if created is not None else 0
+            lag_sum += lag
+            lag_max = max(lag_max, lag)
+        if msgs:
+            self._add(now, queue, pop_msg=len(msgs), lag_sum_ms=lag_sum, lag_max_ms=lag_max)
         if msgs and reply.get("leaseId") == "":  # autoAck: the pop is its own ack
             self._add(now, queue, ack_req=1, ack_msg=len(msgs), ack_ok=len(msgs))
 
