@@ -202,3 +202,28 @@ def test_auto_ack_transaction_and_streams_cycle_counts(embedded_broker: Any) -> 
         assert (t["totalPopRequests"], t["totalPopMessages"]) == (3, 7)
         assert (t["totalAckRequests"], t["totalAckMessages"], t["totalAckFailed"], t["totalDlq"]) == (2, 6, 0, 1)
         assert client.admin.get_overview()["messages"]["completed"] == 6
+
+
+def test_message_status_with_queue_mode_and_groups(client: Queen, qname: str, unique_name: Any) -> None:
+    group = unique_name("g")
+    client.queue(qname).config({"retry_limit": 1}).create()
+    pushed = client.queue(qname).partition("p").push([{"data": i} for i in range(3)])
+    client.ack(client.queue(qname).partition("p").group(group).batch(3).pop(), True)
+    [first] = client.queue(qname).partition("p").pop()
+    client.ack(first, True)
+    a = client.admin
+
+    # read in queue mode as well: the queue-mode cursor decides, though the group read everything
+    listed = a.list_messages(queue=qname)
+    assert listed["mode"] == {"busGroupsCount": 1, "hasQueueMode": True, "type": "hybrid"}
+    by_tx = {m["transactionId"]: m for m in listed["messages"]}
+    assert [by_tx[r["transaction_id"]]["status"] for r in pushed] == ["completed", "pending", "pending"]
+    assert [by_tx[r["transaction_id"]]["busStatus"] for r in pushed] == [{"consumedBy": 1, "totalGroups": 1}] * 3
+
+    for _ in range(2):  # retry limit 1: the second nack moves it to the DLQ
+        [second] = client.queue(qname).partition("p").pop()
+        client.ack(second, False, error="broken")
+    detail = a.get_message(second["partitionId"], second["transactionId"])
+    assert (detail["status"], detail["retryCount"], detail["errorMessage"]) == ("dead_letter", 1, "broken")
+    assert sorted(g["name"] for g in detail["consumerGroups"]) == sorted([group, "__QUEUE_MODE__"])
+    assert detail["mode"]["type"] == "hybrid" and detail["mode"]["consumedByGroups"] == 1
