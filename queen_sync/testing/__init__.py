@@ -54,10 +54,13 @@ Introspection for tests::
 
 Differences from a real broker (on purpose): the wildcard pop sees a push immediately (the
 real broker's partition index lags a little), long-poll timeouts are answered on time, the
-wildcard pop rotates over partitions instead of the real broker's arbitrary order, broker-wide
-statistics routes (``/api/v1/status``, ``/api/v1/analytics/*``...) have the real shapes but
-zero/empty time series, and a non-UUID ``traceId`` is answered ``buffered`` and dropped (the
-real broker retries it forever).
+wildcard pop rotates over partitions instead of the real broker's arbitrary order, the
+statistics behind the admin listings and status routes are always fresh (the real broker
+recomputes them in the background, or on ``POST /api/v1/stats/refresh``) and the request
+counters include the current minute (the real broker flushes them once a minute), what only a
+real deployment measures (CPU, memory, event-loop lag, the database pool, PostgreSQL
+statistics) is zero or empty, and a non-UUID ``traceId`` is answered ``buffered`` and dropped
+(the real broker retries it forever).
 """
 
 from ._faults import Fault, FaultHit, FaultInjector

@@ -18,7 +18,7 @@ from . import _admin, _streams
 from ._faults import FaultInjector, RequestLog
 from ._state import BrokerState
 from ._util import BadRequest as _BadRequest
-from ._util import NumberOverflow, dumps, json_error_text, loads
+from ._util import NumberOverflow, dumps, int_param, json_error_text, loads
 
 logger = logging.getLogger("queen_sync.testing")
 
@@ -92,9 +92,11 @@ class Router(object):
     def handle(self, method: str, path: str, query: str, raw: bytes,
                disconnected: Optional[Callable[[], bool]] = None) -> Tuple[int, Any]:
         try:
-            return self._handle(method, path, query, raw, disconnected)
+            status, reply = self._handle(method, path, query, raw, disconnected)
         except _BadRequest as exc:
             return 400, {"error": exc.text}
+        self.state.metrics.observe(method, path, status, reply)
+        return status, reply
 
     def _params(self, query: str) -> Dict[str, str]:
         out: Dict[str, str] = {}
@@ -145,8 +147,8 @@ class Router(object):
                 return 200, _admin.health(st)
             elif path == "/api/v1/dlq":
                 p = self._params(query)
-                limit = _int(p.get("limit"), 100)
-                offset = _int(p.get("offset"), 0)
+                limit = int_param(p.get("limit"), 100)
+                offset = int_param(p.get("offset"), 0)
                 return st.dlq_rows(p.get("queue") or None, p.get("consumerGroup") or None, limit, offset)
         elif method == "DELETE":
             if path.startswith("/api/v1/resources/queues/"):
@@ -204,15 +206,6 @@ class Router(object):
         if not ops:
             raise _BadRequest("operations array cannot be empty")
         return self.state.transaction(ops)
-
-
-def _int(v: Optional[str], default: int) -> int:
-    if v is None:
-        return default
-    try:
-        return int(v)
-    except ValueError:
-        return default
 
 
 class _Headers(dict):

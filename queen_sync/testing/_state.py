@@ -30,7 +30,7 @@ from ._records import (
     Row,
 )
 from ._transactions import TransactionalStore
-from ._util import fmt_ms, fmt_us, is_uuid, now_us, parse_ts_us, uuid7
+from ._util import fmt_ms, fmt_us, int_param, is_uuid, now_us, parse_ts_us, uuid7
 
 logger = logging.getLogger("queen_sync.testing")
 
@@ -39,15 +39,6 @@ CONFIGURE_NULL_ERROR = "[json.exception.type_error.306] cannot use value() with 
 
 def _bool_param(v: Optional[str]) -> bool:
     return v in ("true", "1")
-
-
-def _int_param(v: Optional[str], default: int) -> int:
-    if v is None:
-        return default
-    try:
-        return int(v)
-    except ValueError:
-        return default
 
 
 class BrokerState(TransactionalStore):
@@ -91,10 +82,10 @@ class BrokerState(TransactionalStore):
         if self.pop_maintenance:
             return 204, {"messages": [], "paused": True}
         group = params.get("consumerGroup") or QUEUE_MODE
-        batch = max(1, _int_param(params.get("batch"), 1))
+        batch = max(1, int_param(params.get("batch"), 1))
         wait = _bool_param(params.get("wait"))
-        timeout_ms = _int_param(params.get("timeout"), 30000)
-        nparts = 1 if partition is not None else max(1, _int_param(params.get("partitions"), 1))
+        timeout_ms = int_param(params.get("timeout"), 30000)
+        nparts = 1 if partition is not None else max(1, int_param(params.get("partitions"), 1))
         auto_ack = _bool_param(params.get("autoAck"))
         sub_mode = params.get("subscriptionMode")
         sub_from = params.get("subscriptionFrom")

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from ._metrics import BrokerMetrics
 from ._records import QUEUE_MODE, Journal, Lease, Msg, Partition, Queue, Row, StreamsStore
 from ._util import uuid4, uuid7
 
@@ -42,6 +43,7 @@ class Store(object):
         self._journal: Optional[Journal] = None
         self._claims = 0
         self.streams: Optional[StreamsStore] = None  # Streams queries and state (see _streams)
+        self.metrics = BrokerMetrics()  # request counters the dashboard routes read
 
     # ------------------------------------------------------------------ helpers (lock held)
     def _cond(self, queue: str) -> threading.Condition:

@@ -28,6 +28,8 @@ __all__ = [
     "fmt_ms",
     "parse_ts_us",
     "json_error_text",
+    "int_param",
+    "paging",
     "BadRequest",
     "NumberOverflow",
 ]
@@ -106,6 +108,21 @@ _rand = random.Random()
 _id_lock = threading.Lock()
 _last_ms = 0
 _counter = 0
+
+
+def int_param(v: Optional[str], default: int) -> int:
+    """A query parameter as an int (``default`` when absent or not a number)."""
+    if v is None:
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        return default
+
+
+def paging(params: Dict[str, str], default_limit: int) -> Tuple[int, int]:
+    """``(limit, offset)`` of a listing route's query parameters (offset defaults to 0)."""
+    return int_param(params.get("limit"), default_limit), int_param(params.get("offset"), 0)
 
 
 def uuid7() -> str:
