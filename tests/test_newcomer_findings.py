@@ -1,0 +1,109 @@
+"""Defects a newcomer found by using the project from its README: each test failed before
+its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Dict
+
+import pytest
+
+from queen_sync import InvalidInputError, Queen
+
+
+def _pushes(queen_broker: Any) -> Any:
+    emb = queen_broker.embedded
+    return None if emb is None else emb.request_count("POST", "/api/v1/push")
+
+
+# --- names longer than the broker's VARCHAR(255) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda q, name: q.queue(name + "-" * 256).push({"data": 1}),
+        lambda q, name: q.queue(name).partition("p" * 256).push({"data": 1}),
+        lambda q, name: q.queue(name).group("g" * 256).pop(),
+        lambda q, name: q.transaction().queue(name + "-" * 256).push([{"data": 1}]).commit(),
+        lambda q, name: q.queue(name).partition("p" * 256).buffer(10, 10).push({"data": 1}),
+    ],
+    ids=["queue", "partition", "group", "transaction-queue", "buffered-partition"],
+)
+def test_a_name_longer_than_255_characters_is_refused_before_sending(
+    queen: Queen, queen_queue: str, queen_broker: Any, build: Any
+) -> None:
+    # The broker keeps names in VARCHAR(255) columns: a longer one fails the push in its
+    # database, which a 0.15 broker answers "buffered" and retries for ever.
+    before = _pushes(queen_broker)
+    with pytest.raises(InvalidInputError, match="at most 255"):
+        build(queen, queen_queue)
+    assert queen.flush_all_buffers() == 0
+    assert _pushes(queen_broker) == before
+
+
+def test_a_255_character_name_is_still_accepted(queen: Queen, queen_queue: str) -> None:
+    partition = "p" * 255
+    res = queen.queue(queen_queue).partition(partition).push({"data": 1})
+    assert [r["status"] for r in res] == ["queued"]
+    (msg,) = queen.queue(queen_queue).partition(partition).batch(2).pop()
+    assert msg["partition"] == partition and msg["data"] == 1
+
+
+# --- body-framing headers ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["Content-Length", "content-length", "Transfer-Encoding"])
+def test_a_body_framing_header_is_refused_at_construction(broker_url: str, name: str) -> None:
+    # A Content-Length the client did not compute cut the body short: the broker answered 400
+    # and read the rest of the body, left on the pooled connection, as the next request.
+    with pytest.raises(InvalidInputError, match=name):
+        Queen(broker_url, headers={name: "2"})
+
+
+def test_other_extra_headers_still_reach_the_broker(broker_url: str, queen_queue: str) -> None:
+    with Queen(broker_url, headers={"X-Request-Source": "newcomer"}) as q:
+        assert [r["status"] for r in q.queue(queen_queue).push({"data": 1})] == ["queued"]
+        assert q.admin.health()["status"] == "healthy"
+
+
+# --- CLI: an empty --partition / --group --------------------------------------------------
+
+
+@pytest.fixture
+def cli_env(broker_url: str) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("QUEEN_URL", "QUEEN_BEARER_TOKEN")}
+    env["QUEEN_URL"] = broker_url
+    return env
+
+
+def _cli(env: Dict[str, str], *args: str) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run([sys.executable, "-m", "queen_sync", *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("push", "{q}", "1", "--partition", ""),  # was pushed to the Default partition
+        ("pop", "{q}", "--group", "", "--ack"),  # was popped and acked in queue mode
+        ("pop", "{q}", "--partition", ""),
+        ("dlq", "{q}", "--partition", ""),
+        ("seek", "g", "{q}", "--to-end", "--partition", ""),  # was a seek of every partition
+    ],
+    ids=["push-partition", "pop-group", "pop-partition", "dlq-partition", "seek-partition"],
+)
+def test_cli_empty_partition_or_group_is_an_invalid_input(
+    cli_env: Dict[str, str], queen: Queen, queen_queue: str, args: Any
+) -> None:
+    queen.queue(queen_queue).partition("p").push({"data": "kept"})
+    run = _cli(cli_env, *[a.format(q=queen_queue) for a in args])
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "invalid input" in run.stderr and "name must be a non-empty str" in run.stderr, run.stderr
+    assert run.stdout == ""
+    # nothing was pushed, popped, acked or moved: the one message is still there for queue mode
+    assert [m["data"] for m in queen.queue(queen_queue).batch(10).partitions(10).pop()] == ["kept"]
+    assert json.loads(_cli(cli_env, "pop", queen_queue, "--group", "g").stdout)["data"] == "kept"
