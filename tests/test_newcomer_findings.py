@@ -107,3 +107,33 @@ def test_cli_empty_partition_or_group_is_an_invalid_input(
     # nothing was pushed, popped, acked or moved: the one message is still there for queue mode
     assert [m["data"] for m in queen.queue(queen_queue).batch(10).partitions(10).pop()] == ["kept"]
     assert json.loads(_cli(cli_env, "pop", queen_queue, "--group", "g").stdout)["data"] == "kept"
+
+
+# --- Streams: builder settings the runner would drop ---------------------------------------
+
+
+def test_stream_source_with_auto_ack_is_refused(queen: Queen, queen_queue: str) -> None:
+    # The runner popped with autoAck=true: a batch whose cycle failed was already committed,
+    # so it never came back (the exactly-once guarantee became at-most-once).
+    from queen_sync import Stream
+
+    with pytest.raises(InvalidInputError, match="auto_ack"):
+        Stream.from_(queen.queue(queen_queue).auto_ack(True))
+    Stream.from_(queen.queue(queen_queue).auto_ack(False))  # the default is fine
+
+
+def test_stream_source_with_a_group_is_refused(queen: Queen, queen_queue: str) -> None:
+    from queen_sync import Stream
+
+    with pytest.raises(InvalidInputError, match="consumer_group='billing'"):
+        Stream.from_(queen.queue(queen_queue).group("billing"))
+
+
+def test_stream_sink_builder_partition_is_refused_not_dropped(queen: Queen, queen_queue: str) -> None:
+    # .to(q.queue(sink).partition("wanted")) pushed the results to the *source* partition.
+    from queen_sync import Stream
+
+    src = Stream.from_(queen.queue(queen_queue))
+    with pytest.raises(InvalidInputError, match="partition='wanted'"):
+        src.to(queen.queue(queen_queue + "-sink").partition("wanted"))
+    src.to(queen.queue(queen_queue + "-sink"), partition="wanted")  # the spelling that works
