@@ -137,3 +137,28 @@ def test_stream_sink_builder_partition_is_refused_not_dropped(queen: Queen, quee
     with pytest.raises(InvalidInputError, match="partition='wanted'"):
         src.to(queen.queue(queen_queue + "-sink").partition("wanted"))
     src.to(queen.queue(queen_queue + "-sink"), partition="wanted")  # the spelling that works
+
+
+# --- a refused broker URL is not echoed with its secrets ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://alice:hunter2@127.0.0.1:99999",  # bad port: "invalid broker URL ..."
+        "alice:hunter2@127.0.0.1:6632",  # no scheme: "must look like http(s)://host:port"
+        "https//alice:hunter2@queen.internal:6632",  # a typo in the scheme
+        "ftp://alice:hunter2@queen.internal",
+        "http://127.0.0.1:6632/?access_token=hunter2",  # "must not have a query"
+        "http://127.0.0.1:6632#hunter2",
+    ],
+)
+def test_a_refused_broker_url_does_not_echo_its_credentials(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(InvalidInputError) as exc_info:
+        Queen(url)
+    assert "hunter2" not in str(exc_info.value)
+    assert "127.0.0.1" in str(exc_info.value) or "queen.internal" in str(exc_info.value)  # still says which
+    monkeypatch.setenv("QUEEN_URL", url)
+    with pytest.raises(InvalidInputError) as exc_info:
+        Queen()
+    assert "hunter2" not in str(exc_info.value)
