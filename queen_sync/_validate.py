@@ -36,6 +36,7 @@ __all__ = [
     "timestamp_arg",
     "validate_name",
     "validate_path_token",
+    "redact_url",
     "resolve_group",
     "group_from_context",
 ]
@@ -270,6 +271,13 @@ def str_arg(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidInputError("%s must be a non-empty str, got %r" % (name, value))
     return value
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit for an error message or a log line: its user info and its query / fragment
+    masked (``***``), since a URL refused or shown may carry a password or a token there."""
+    url = re.sub(r"([?#]).*", r"\1***", url, count=1, flags=re.S)
+    return re.sub(r"^((?:.*?//)?).*@", r"\1***@", url, count=1, flags=re.S)
 
 
 def validate_name(kind: str, value: Any) -> str:

@@ -162,3 +162,14 @@ def test_a_refused_broker_url_does_not_echo_its_credentials(url: str, monkeypatc
     with pytest.raises(InvalidInputError) as exc_info:
         Queen()
     assert "hunter2" not in str(exc_info.value)
+
+
+def test_the_pytest_plugin_header_does_not_print_url_credentials(pytester: pytest.Pytester,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # "queen_sync broker: http://alice:hunter2@..." went into every CI log
+    monkeypatch.setenv("QUEEN_URL", "http://alice:hunter2@127.0.0.1:1?token=hunter2")
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    out = "\n".join(result.outlines + result.errlines)
+    assert "queen_sync broker: http://***@127.0.0.1:1?***" in out, out
+    assert "hunter2" not in out
