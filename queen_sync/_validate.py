@@ -6,7 +6,10 @@ not. :func:`resolve_group` and :func:`group_from_context` read the consumer grou
 
 Names of queues, partitions and consumer groups (and ids placed in a path) must be
 non-empty strings of URL-safe characters ``[A-Za-z0-9._~-]`` (not ``"."`` nor ``".."``): a
-0.15 broker does not URL-decode paths.
+0.15 broker does not URL-decode paths. They are at most 255 characters: the broker keeps them
+in ``VARCHAR(255)`` columns, and a push naming a longer queue or partition fails in its
+database, which a 0.15 broker answers ``buffered`` and then retries for ever (as it does for a
+non-UUID trace id).
 """
 
 from __future__ import annotations
@@ -33,11 +36,15 @@ __all__ = [
     "timestamp_arg",
     "validate_name",
     "validate_path_token",
+    "redact_url",
     "resolve_group",
     "group_from_context",
 ]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9._~-]+$")
+
+#: Longest queue / partition / consumer-group name (and path id): the broker's VARCHAR(255).
+MAX_NAME_LENGTH = 255
 
 
 #: Largest duration argument, in milliseconds (one year). Every ``*_millis`` argument checked
@@ -113,15 +120,18 @@ def millis_or_deprecated_seconds(
 # RFC 9110 field-name token; a value may hold any visible character, space and tab
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _HEADER_VALUE_BAD_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_FRAMING_HEADERS = frozenset(("content-length", "transfer-encoding"))
 
 
 def headers_arg(headers: Any) -> Dict[str, str]:
     """Check extra request headers (a mapping of str to str, names RFC 9110 tokens, no CR, LF
-    or other control character in a value) and return them as a new dict.
+    or other control character in a value, no ``Content-Length`` / ``Transfer-Encoding``) and
+    return them as a new dict.
 
     Raises:
-        InvalidInputError: a non-mapping, a non-str name or value, a bad name, or a value
-            with a control character (which would split the request: header injection).
+        InvalidInputError: a non-mapping, a non-str name or value, a bad name, a value
+            with a control character (which would split the request: header injection), or a
+            body-framing header (which would desynchronise the pooled connection).
     """
     if headers is None:
         return {}
@@ -131,6 +141,10 @@ def headers_arg(headers: Any) -> Dict[str, str]:
     for k, v in headers.items():
         if not isinstance(k, str) or not _HEADER_NAME_RE.match(k):
             raise InvalidInputError("header name %r is not a valid HTTP header name (a str token)" % (k,))
+        if k.lower() in _FRAMING_HEADERS:
+            # the transport frames every body itself: a wrong length leaves the rest of the body
+            # on the pooled connection, read by the broker as the next request
+            raise InvalidInputError("header %s: set by the client for each request; it cannot be given" % k)
         if not isinstance(v, str):
             raise InvalidInputError("header %s: the value must be a str, got %s" % (k, type(v).__name__))
         if _HEADER_VALUE_BAD_RE.search(v):
@@ -259,14 +273,27 @@ def str_arg(name: str, value: Any) -> str:
     return value
 
 
+def redact_url(url: str) -> str:
+    """``url`` fit for an error message or a log line: its user info and its query / fragment
+    masked (``***``), since a URL refused or shown may carry a password or a token there."""
+    url = re.sub(r"([?#]).*", r"\1***", url, count=1, flags=re.S)
+    return re.sub(r"^((?:.*?//)?).*@", r"\1***@", url, count=1, flags=re.S)
+
+
 def validate_name(kind: str, value: Any) -> str:
     """Check a queue / partition / consumer-group name; return it.
 
     Raises:
-        InvalidInputError: not a non-empty str of ``[A-Za-z0-9._~-]``, or ``"."`` / ``".."``.
+        InvalidInputError: not a non-empty str of ``[A-Za-z0-9._~-]``, ``"."`` / ``".."``, or
+            longer than 255 characters.
     """
     if not isinstance(value, str) or not value:
         raise InvalidInputError("%s name must be a non-empty str, got %r" % (kind, value))
+    if len(value) > MAX_NAME_LENGTH:
+        raise InvalidInputError(
+            "%s name is %d characters long; a Queen broker stores at most %d (%r...)"
+            % (kind, len(value), MAX_NAME_LENGTH, value[:40])
+        )
     if value in (".", ".."):
         raise InvalidInputError(
             "%s name %r is not valid: '.' and '..' are not valid names, a URL path would collapse them"

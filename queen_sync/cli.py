@@ -255,7 +255,8 @@ def _client(ns: argparse.Namespace) -> Queen:
 
 def _queue(q: Queen, ns: argparse.Namespace) -> Any:
     b = q.queue(ns.queue)
-    return b.partition(ns.partition) if getattr(ns, "partition", None) else b
+    # `is not None`: an empty --partition "$P" is refused by the client, not read as Default
+    return b.partition(ns.partition) if getattr(ns, "partition", None) is not None else b
 
 
 def _json_values(lines: Iterator[str]) -> Iterator[tuple]:
@@ -333,7 +334,7 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 
 def cmd_pop(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     b = _queue(q, ns).batch(ns.batch)
-    if ns.group:
+    if ns.group is not None:  # an empty --group is refused, not taken as queue mode
         b = b.group(ns.group)
     if ns.wait_millis is not None:
         b = b.wait(True).timeout_millis(ns.wait_millis)
@@ -440,7 +441,7 @@ def cmd_groups(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_seek(q: Queen, ns: argparse.Namespace, out: Output) -> int:
-    if ns.partition:
+    if ns.partition is not None:
         if not ns.to_end:
             raise CliError("--partition works with --to-end only")
         out.obj(q.admin.seek_partition_to_end(ns.group, ns.queue, ns.partition))
@@ -451,7 +452,7 @@ def cmd_seek(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 
 def cmd_dlq(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     b = q.queue(ns.queue).dlq(ns.group).limit(ns.limit)
-    if ns.partition:
+    if ns.partition is not None:
         b = b.partition(ns.partition)
     out.rows(b.get())
     return 0

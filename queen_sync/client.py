@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from . import acks, groups, tracing
 from ._session import DEFAULT_ACK_TIMEOUT_MILLIS, Session
-from ._validate import bool_arg, int_arg, timeout_arg
+from ._validate import bool_arg, int_arg, redact_url, timeout_arg
 from .admin import Admin
 from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, BuilderSettings, Consumer, in_consumer_thread, stop_consumers_for_close
 from .errors import InvalidInputError
@@ -64,13 +64,13 @@ def _parse_urls(url: _UrlArg, urls: _UrlArg) -> List[str]:
             parts = urlsplit(u)
             parts.port  # noqa: B018 - raises ValueError on a bad port
         except ValueError as exc:
-            raise InvalidInputError("invalid broker URL %r: %s" % (u, exc)) from None
+            raise InvalidInputError("invalid broker URL %r: %s" % (redact_url(u), exc)) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InvalidInputError("a broker URL must look like http(s)://host:port, got %r" % (u,))
+            raise InvalidInputError("a broker URL must look like http(s)://host:port, got %r" % (redact_url(u),))
         if parts.username is not None or parts.password is not None:
             raise InvalidInputError("credentials in the broker URL are not supported; use bearer_token=")
         if parts.query or parts.fragment:
-            raise InvalidInputError("a broker URL must not have a query or fragment, got %r" % (u,))
+            raise InvalidInputError("a broker URL must not have a query or fragment, got %r" % (redact_url(u),))
         clean = "%s://%s%s" % (parts.scheme, parts.netloc, parts.path.rstrip("/"))
         if clean not in out:
             out.append(clean)

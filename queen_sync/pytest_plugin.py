@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Iterator, List, Optional
 import pytest
 
 from queen_sync import Queen, QueenError, RunningConsumer
+from queen_sync._validate import redact_url
 from queen_sync.testing import EmbeddedBroker
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -84,7 +85,7 @@ class QueenBroker:
         return Queen(urls=self.urls, **options)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
-        return "QueenBroker(%s%s)" % (self.url, ", embedded" if self.embedded is not None else "")
+        return "QueenBroker(%s%s)" % (redact_url(self.url), ", embedded" if self.embedded is not None else "")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -106,7 +107,7 @@ def _target_urls(config: pytest.Config) -> List[str]:
 
 def pytest_report_header(config: pytest.Config) -> str:
     urls = _target_urls(config)
-    return "queen_sync broker: %s" % (", ".join(urls) if urls else "embedded broker")
+    return "queen_sync broker: %s" % (", ".join(map(redact_url, urls)) if urls else "embedded broker")
 
 
 @pytest.fixture(scope="session")
@@ -157,7 +158,7 @@ def queen_faults(queen_broker: QueenBroker) -> Iterator["FaultInjector"]:
     """The embedded broker's fault injector, cleared before and after the test (skipped
     against a real broker)."""
     if queen_broker.embedded is None:
-        pytest.skip("queen_faults needs the embedded broker; the tests run against %s" % queen_broker.url)
+        pytest.skip("queen_faults needs the embedded broker; the tests run against %s" % redact_url(queen_broker.url))
     faults = queen_broker.embedded.faults
     faults.clear()
     try:

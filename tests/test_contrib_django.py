@@ -249,6 +249,17 @@ def test_queen_consume_bad_arguments(qname: str) -> None:
         call_command("queen_consume", "orders.handlers.handle_order", "--queue", "bad name!", "--limit", "1")
 
 
+@pytest.mark.parametrize("option", ["--group", "--partition", "--subscription-from"])
+def test_queen_consume_empty_option_is_refused_not_ignored(client: Queen, qname: str, option: str) -> None:
+    # an empty --group consumed (and nacked) the queue in queue mode; an empty --partition
+    # consumed every partition; an empty --subscription-from read the whole history
+    client.queue(qname).push({"data": "kept"})
+    with pytest.raises(CommandError, match="InvalidInputError"):
+        call_command("queen_consume", "orders.handlers.handle_order", "--queue", qname, option, "",
+                     "--idle-millis", "300")
+    assert [m["data"] for m in client.queue(qname).batch(5).pop()] == ["kept"]
+
+
 GATED = """
 import os, time
 

@@ -38,6 +38,7 @@ __all__ = [
     "SinkOperator",
     "ForeachOperator",
     "queue_name_of",
+    "check_source_builder",
 ]
 
 
@@ -272,6 +273,29 @@ def queue_name_of(builder: Any) -> str:
     raise InvalidInputError("cannot tell the queue name of %r: pass q.queue('name')" % (builder,))
 
 
+def check_source_builder(builder: Any) -> None:
+    """Refuse settings on :meth:`Stream.from_`'s builder that the runner would silently drop
+    or that would break its guarantee: the runner pops as its own consumer group and acks
+    each batch in its cycle.
+
+    Raises:
+        InvalidInputError: the builder has ``auto_ack(True)`` (each batch committed at
+            delivery, so a failed cycle loses it instead of getting it back) or a consumer
+            group (replaced by ``streams.<query_id>`` / ``run(consumer_group=)``).
+    """
+    if getattr(builder, "_auto_ack", None) is True:
+        raise InvalidInputError(
+            "Stream.from_(): the source builder has auto_ack(True); the runner acks each batch in its "
+            "cycle, and an auto-acked batch would be lost when a cycle fails: drop .auto_ack()"
+        )
+    group = getattr(builder, "_group", None)
+    if isinstance(group, str):
+        raise InvalidInputError(
+            "Stream.from_(): the source builder's consumer group %r is not used (the runner reads as "
+            "'streams.<query_id>'): drop .group() and pass run(..., consumer_group=%r)" % (group, group)
+        )
+
+
 class SinkOperator:
     """``.to(q.queue(sink), partition=None | str | fn(value))``: each result is pushed to the
     sink queue in the cycle's transaction. Payload: the value when it is a dict, else
@@ -283,6 +307,13 @@ class SinkOperator:
 
     def __init__(self, builder: Any, partition: Optional[Union[str, Callable[[Any], Any]]] = None) -> None:
         self.queue_name = queue_name_of(builder)
+        builder_partition = getattr(builder, "_partition", None)
+        if isinstance(builder_partition, str):
+            # the official SDK drops it silently and pushes to the source partition
+            raise InvalidInputError(
+                ".to(): the sink builder's partition %r is not used; write .to(q.queue(%r), partition=%r)"
+                % (builder_partition, self.queue_name, builder_partition)
+            )
         if partition is not None and not isinstance(partition, str) and not callable(partition):
             raise InvalidInputError(".to(partition=) takes None, a str or a callable, got %r" % (partition,))
         if isinstance(partition, str):

@@ -28,6 +28,7 @@ from .operators import (
     MapOperator,
     ReduceOperator,
     SinkOperator,
+    check_source_builder,
     queue_name_of,
 )
 from .runner import RunOptions, StreamRunner
@@ -93,8 +94,15 @@ class Stream:
     @classmethod
     def from_(cls, queue_builder: Any) -> "Stream":
         """A stream reading ``queue_builder`` (``q.queue("src")``, optionally with
-        ``.partition(...)``); the client that made it is used for every call."""
+        ``.partition(...)``); the client that made it is used for every call.
+
+        Raises:
+            InvalidInputError: not a queue builder, or one with ``auto_ack(True)`` or a
+                ``group(...)`` (the runner pops as ``run(consumer_group=)`` and acks in its
+                cycle).
+        """
         queue_name_of(queue_builder)
+        check_source_builder(queue_builder)
         return cls(queue_builder)
 
     from_queue = from_
@@ -197,7 +205,8 @@ class Stream:
         the cycle like a raising user function).
 
         Raises:
-            InvalidInputError: ``partition`` is not None, a valid partition name or a callable.
+            InvalidInputError: ``partition`` is not None, a valid partition name or a callable;
+                ``queue_builder`` has a ``.partition(...)`` (give it as ``partition=``).
         """
         return self._extend(SinkOperator(queue_builder, partition))
 

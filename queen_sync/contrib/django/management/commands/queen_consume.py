@@ -128,9 +128,11 @@ class Command(BaseCommand):
         try:
             client = get_client()
             b = client.queue(opts["queue"])
-            if opts["partition"]:
+            # `is not None`: an empty --group "$G" is refused by the client, not taken as
+            # queue mode (whose cursor the run would move and whose nacks it would count)
+            if opts["partition"] is not None:
                 b = b.partition(opts["partition"])
-            if opts["group"]:
+            if opts["group"] is not None:
                 b = b.group(opts["group"])
             b = b.batch(opts["batch"]).concurrency(opts["concurrency"])
             if opts["each"]:
@@ -141,9 +143,9 @@ class Command(BaseCommand):
                 b = b.idle_millis(opts["idle_millis"])
             if opts["renew_lease_millis"] is not None:
                 b = b.renew_lease(True, opts["renew_lease_millis"])
-            if opts["subscription_mode"]:
+            if opts["subscription_mode"] is not None:
                 b = b.subscription_mode(opts["subscription_mode"])
-            if opts["subscription_from"]:
+            if opts["subscription_from"] is not None:
                 b = b.subscription_from(opts["subscription_from"])
             in_main = threading.current_thread() is threading.main_thread()
             log.info(
