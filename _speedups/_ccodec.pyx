@@ -54,6 +54,7 @@ from queen_sync.errors import BrokerError, InvalidInputError, ProtocolError
 __all__ = list(_pycodec.__all__)
 
 QUEUE_MODE = "__QUEUE_MODE__"
+cdef Py_ssize_t MAX_TRANSACTION_ID_LENGTH = _pycodec.MAX_TRANSACTION_ID_LENGTH
 
 #: ``error`` values of a pop reply that mean "nothing to deliver right now", not a failure.
 EMPTY_POP_ERRORS = frozenset({"no_available_partition", "partition_not_found", "lease_held"})
@@ -67,6 +68,7 @@ cdef int _MAX_DEPTH = _json.MAX_DEPTH
 cdef object _py_has_non_finite = _json._has_non_finite
 cdef object _non_finite_error = _json.non_finite_error
 cdef object _encode_error_text = _json.encode_error_text
+cdef object _nul_error_text = _json.nul_error_text
 cdef bint _FREE_THREADED = bool(_sysconfig.get_config_var("Py_GIL_DISABLED"))
 # the namespaces of os / time (the dict objects, not copies of the attributes in them)
 cdef dict _os_dict = _os.__dict__
@@ -347,7 +349,7 @@ cdef object _build_push_fast(object queue, object partition, list seq, list payl
         if txp == NULL or <object>txp is None:
             tx = _uuid7(ms, buf + 10 * j)
             j += 1
-        elif PyUnicode_Check(<object>txp) and PyUnicode_GET_LENGTH(<object>txp) > 0:
+        elif PyUnicode_Check(<object>txp) and 0 < PyUnicode_GET_LENGTH(<object>txp) <= MAX_TRANSACTION_ID_LENGTH:
             tx = <object>txp
         else:
             return None
@@ -448,6 +450,11 @@ cdef list _build_push_two_pass(object queue, object partition, object items, obj
             j += 1
         elif not isinstance(tx, str) or not tx:
             raise InvalidInputError("item %d: transactionId must be a non-empty str, got %r" % (i, tx))
+        elif len(tx) > MAX_TRANSACTION_ID_LENGTH:
+            raise InvalidInputError(
+                "item %d: transactionId is %d characters; the broker stores at most %d (a longer one fails the "
+                "whole push there)" % (i, len(tx), MAX_TRANSACTION_ID_LENGTH)
+            )
         wire = {"queue": queue}
         if has_partition:
             wire["partition"] = partition
@@ -483,6 +490,25 @@ cdef inline bint _has_null(bytes body) noexcept:
         if p[1] == 117 and p[2] == 108 and p[3] == 108:  # "ull"
             return True
         p += 1
+    return False
+
+
+cdef inline bint _has_nul_escape(bytes body) noexcept:
+    """``queen_sync._json.has_nul_escape``: an escaped U+0000 (``\\u0000`` after an odd run of
+    backslashes). Bodies rarely hold a backslash at all, so this is mostly one memchr."""
+    cdef const char* p = PyBytes_AS_STRING(body)
+    cdef const char* end = p + PyBytes_GET_SIZE(body)
+    cdef const char* q
+    while p < end:
+        p = <const char*>memchr(p, 92, end - p)  # '\\'
+        if p == NULL:
+            return False
+        q = p
+        while q < end and q[0] == 92:
+            q += 1
+        if (q - p) % 2 == 1 and end - q >= 5 and q[0] == 117 and q[1] == 48 and q[2] == 48 and q[3] == 48 and q[4] == 48:
+            return True  # "u0000" after an odd run: the last backslash escapes it
+        p = q
     return False
 
 
@@ -563,6 +589,8 @@ cdef inline bytes _encode_wire(object body, list wire, bint nan_as_null, list pa
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _encode_error_text(exc, body)) from None
     if not nan_as_null and _has_null(out) and _wire_has_non_finite(wire, payloads):
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _non_finite_error(body))
+    if _has_nul_escape(out):
+        raise InvalidInputError("payload cannot be sent: %s" % _nul_error_text(body))
     return out
 
 
@@ -668,7 +696,7 @@ cdef object _encode_push_spliced(object queue, object partition, list seq, bint 
             spans[2 * k] = p - base
             spans[2 * k + 1] = (q - 1) - base
             p = q + 2
-        if memchr(p, 0, end - p) != NULL:
+        if memchr(p, 0, end - p) != NULL or _has_nul_escape(out):  # a NUL: the fallback refuses it
             return None
         spans[2 * parts - 2] = p - base
         spans[2 * parts - 1] = end - base
@@ -730,20 +758,22 @@ cdef bint _obj_has_non_finite(object obj) except -1:
 cdef inline bytes _encode(object obj, bint nan_as_null=False):
     cdef bytes body
     try:
-        if not _ORJSON:
-            return _dumps(obj, nan_as_null)
-        body = _raw_dumps(obj)
+        # the stdlib engine does its own NaN check; orjson writes NaN / inf as null
+        body = _raw_dumps(obj) if _ORJSON else _dumps(obj, nan_as_null)
     except _ENCODE_ERRORS as exc:
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _encode_error_text(exc, obj)) from None
-    # orjson writes NaN / inf as null: look for them only when the body holds a null
-    if not nan_as_null and _has_null(body) and _obj_has_non_finite(obj):
+    # look for NaN / inf only when the body holds a null
+    if _ORJSON and not nan_as_null and _has_null(body) and _obj_has_non_finite(obj):
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _non_finite_error(obj))
+    if _has_nul_escape(body):
+        raise InvalidInputError("payload cannot be sent: %s" % _nul_error_text(obj))
     return body
 
 
 def encode_json(obj, nan_as_null=False):
     """Serialise any body to compact JSON bytes (see ``queen_sync._pycodec.encode_json``);
-    NaN / ±Infinity raise :class:`InvalidInputError` unless ``nan_as_null``."""
+    NaN / ±Infinity raise :class:`InvalidInputError` unless ``nan_as_null``, and so does a
+    NUL character (U+0000) in any string."""
     return _encode(obj, nan_as_null)
 
 

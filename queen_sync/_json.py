@@ -119,6 +119,62 @@ def find_non_finite(obj: Any) -> Optional[str]:
     return None
 
 
+# --------------------------------------------------------------------------- NUL characters
+
+
+def has_nul_escape(body: bytes) -> bool:
+    """True when ``body`` (compact JSON as either engine writes it) holds an escaped U+0000
+    (``\\u0000`` whose backslash is not itself escaped). Both engines escape every control
+    character, so this is the only way a NUL reaches the wire."""
+    start = 0
+    while True:
+        i = body.find(b"\\u0000", start)
+        if i < 0:
+            return False
+        run = 1
+        while i - run >= 0 and body[i - run] == 0x5C:  # backslashes before it pair up
+            run += 1
+        if run % 2:
+            return True
+        start = i + 1
+
+
+def find_nul(obj: Any) -> Optional[str]:
+    """Where the first string holding U+0000 sits in ``obj`` (a value or a dict key), as a
+    path like :func:`find_non_finite`'s, or ``None``."""
+    stack = [(obj, "$", 0)]
+    while stack:
+        o, path, depth = stack.pop()
+        if isinstance(o, str):
+            if "\x00" in o:
+                return path
+        elif depth >= MAX_DEPTH:
+            continue
+        elif isinstance(o, dict):
+            for k, v in reversed(list(o.items())):
+                kp = "%s[%r]" % (path, k) if not isinstance(k, str) or "\x00" in k else "%s.%s" % (path, k)
+                if isinstance(k, str) and "\x00" in k:
+                    return kp
+                stack.append((v, kp, depth + 1))
+        elif isinstance(o, (list, tuple)):
+            for i in range(len(o) - 1, -1, -1):
+                stack.append((o[i], "%s[%d]" % (path, i), depth + 1))
+        elif isinstance(o, _enum.Enum):
+            stack.append((o.value, path, depth))
+        elif _is_dataclass_instance(o):
+            for k, v in reversed(_dataclass_items(o)):
+                stack.append((v, "%s.%s" % (path, k), depth + 1))
+    return None
+
+
+def nul_error_text(obj: Any) -> str:
+    """The refusal text for ``obj``, which holds a U+0000 character (see :func:`find_nul`)."""
+    return (
+        "NUL character (U+0000) at %s: the broker stores payloads in PostgreSQL, which cannot hold it "
+        "(the whole request would fail there); remove or replace it" % (find_nul(obj) or "$")
+    )
+
+
 _SCALARS = (str, int, bool, type(None))
 _isfinite = _math.isfinite
 

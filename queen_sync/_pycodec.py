@@ -55,6 +55,9 @@ __all__ = [
 
 QUEUE_MODE = "__QUEUE_MODE__"
 
+#: The longest ``transactionId`` the broker stores (a ``VARCHAR(255)`` column in Queen 0.15).
+MAX_TRANSACTION_ID_LENGTH = 255
+
 #: ``error`` values of a pop reply that mean "nothing to deliver right now", not a failure.
 EMPTY_POP_ERRORS = frozenset({"no_available_partition", "partition_not_found", "lease_held"})
 
@@ -187,7 +190,8 @@ def build_push_items(
         partition: partition name, or ``None`` for the broker's ``"Default"``.
         items: dicts (any ``Mapping``) holding **exactly one** of ``data`` / ``payload``
             (the payload, any JSON value; the two names are synonyms), and optionally
-            ``transactionId`` (non-empty str; ``None`` or absent = minted) and ``traceId``
+            ``transactionId`` (non-empty str of at most 255 characters, the broker's column; ``None`` or
+            absent = minted) and ``traceId``
             (a UUID string of any version; ``None`` = none). No other key is allowed: a
             typo such as ``transactionID`` would otherwise silently lose deduplication.
         id_source: see the module docstring.
@@ -228,6 +232,11 @@ def build_push_items(
             j += 1
         elif not isinstance(tx, str) or not tx:
             raise InvalidInputError("item %d: transactionId must be a non-empty str, got %r" % (i, tx))
+        elif len(tx) > MAX_TRANSACTION_ID_LENGTH:
+            raise InvalidInputError(
+                "item %d: transactionId is %d characters; the broker stores at most %d (a longer one fails the "
+                "whole push there)" % (i, len(tx), MAX_TRANSACTION_ID_LENGTH)
+            )
         wire = {"queue": queue}
         if partition is not None:
             wire["partition"] = partition
@@ -251,12 +260,16 @@ def encode_json(obj: Any, nan_as_null: bool = False) -> bytes:
     NaN / ±Infinity floats raise :class:`InvalidInputError` naming where they sit, unless
     ``nan_as_null`` is true (then they are written as ``null``). Any other content JSON
     cannot carry (bytes, sets, non-str keys, ints beyond 64 bits, nesting deeper than 254)
-    raises :class:`InvalidInputError` too.
+    raises :class:`InvalidInputError` too, and so does a string (value or key) holding a NUL
+    character (U+0000), which the broker's PostgreSQL store cannot hold.
     """
     try:
-        return _json.dumps(obj, nan_as_null)
+        body = _json.dumps(obj, nan_as_null)
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _json.encode_error_text(exc, obj)) from None
+    if b"\\u0000" in body and _json.has_nul_escape(body):
+        raise InvalidInputError("payload cannot be sent: %s" % _json.nul_error_text(obj))
+    return body
 
 
 def encode_push_items(wire_items: List[Dict[str, Any]], nan_as_null: bool = False) -> bytes:

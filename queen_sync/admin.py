@@ -283,15 +283,26 @@ class Admin:
         self, name: str, *, partition: Optional[str] = None, limit: int = 50, offset: int = 0
     ) -> List[Dict[str, Any]]:
         """One queue's messages, newest first: ``[{id, transactionId, partitionId, partition,
-        queue, queuePath, createdAt, status}]`` (``[]`` for an unknown queue).
-        Wire: ``GET /api/v1/status/queues/{name}/messages?partition=&limit=&offset=``."""
+        queue, queuePath, createdAt, status}]`` (``[]`` for an unknown queue), at most
+        ``limit`` of them after skipping ``offset``, only ``partition``'s when given.
+
+        A 0.15 broker applies neither ``limit`` nor ``partition`` on this route and answers
+        any ``offset >= 1`` with no list at all, so the page is cut here from the first
+        ``offset + limit`` rows it sends.
+
+        Raises:
+            InvalidInputError: a bad name, ``limit`` < 1 or ``offset`` < 0 (nothing sent).
+            ProtocolError: the reply is not a list.
+
+        Wire: ``GET /api/v1/status/queues/{name}/messages?partition=&limit=``."""
         validate_name("queue", name)
-        return wire_admin.queue_messages(
-            self._requester,
-            name,
-            partition=_opt_name("partition", partition),
-            **_page(limit, offset),
-        )
+        part = _opt_name("partition", partition)
+        page = _page(limit, offset)
+        start, stop = page["offset"], page["offset"] + page["limit"]
+        rows = wire_admin.queue_messages(self._requester, name, partition=part, limit=stop)
+        if part is not None:
+            rows = [r for r in rows if isinstance(r, dict) and r.get("partition") == part]
+        return rows[start:stop]
 
     def get_analytics(
         self,
@@ -335,8 +346,9 @@ class Admin:
         return wire_groups.group(self._requester, name)
 
     def get_lagging_consumers(self, min_lag_seconds: int = 60) -> List[Dict[str, Any]]:
-        """(group, partition) pairs whose oldest unconsumed message is at least
-        ``min_lag_seconds`` **seconds** old, most lagging first: ``[{consumer_group,
+        """(group, partition) pairs whose oldest unconsumed message is more than
+        ``min_lag_seconds`` **seconds** old (the broker compares whole seconds, rounded, and
+        strictly), most lagging first: ``[{consumer_group,
         queue_name, partition_name, partition_id, worker_id, offset_lag, time_lag_seconds,
         lag_hours, oldest_unconsumed_at, last_consumed_at}]`` (snake_case, as the broker sends).
         Wire: ``GET /api/v1/consumer-groups/lagging?minLagSeconds=``."""

@@ -794,3 +794,49 @@ def test_concurrent_use_gives_same_bodies(backend: types.ModuleType) -> None:
     assert all(msgs == [_msg()] for _, msgs in results)
     minted = backend.new_transaction_ids(1000)
     assert len(set(minted)) == 1000
+
+
+# --------------------------------------------------------------------------- what PostgreSQL cannot store
+
+
+@pytest.mark.parametrize(
+    "payload, where",
+    [
+        ("a\x00b", "$.items[0].payload"),
+        ({"k": ["x", "y\x00"]}, "$.items[0].payload.k[1]"),
+        ({"k\x00": 1}, "$.items[0].payload['k\\x00']"),
+    ],
+)
+def test_a_nul_character_is_refused_naming_where(backend: types.ModuleType, payload: Any, where: str) -> None:
+    """PostgreSQL's jsonb cannot hold U+0000: the broker would fail the whole push (and retry
+    it from its file buffer forever), so the codec refuses it, on every encode path."""
+    items = [{"data": payload}, {"data": 2}]
+    for call in (
+        lambda: backend.encode_push("q", "p", items),
+        lambda: backend.encode_push("q", None, items, counter_ids()),
+        lambda: backend.encode_push_fragment("q", "p", items),
+        lambda: backend.encode_json({"items": [{"payload": payload}]}),
+    ):
+        with pytest.raises(InvalidInputError, match="NUL character") as info:
+            call()
+        assert where.replace("$.items[0]", "") in str(info.value)
+    fragment_error = pytest.raises(InvalidInputError, match=r"at \$\[0\]\.payload")
+    with fragment_error:
+        backend.encode_push_fragment("q", "p", items)
+
+
+def test_the_text_backslash_u0000_is_not_a_nul(backend: types.ModuleType) -> None:
+    """A payload holding the six characters ``\\u0000`` (an escaped backslash on the wire) is sent."""
+    for text in ("\\u0000", "a\\\\\\u0000", "\\"):
+        body, _ = backend.encode_push("q", None, [{"data": text}], counter_ids())
+        assert _json.loads(body)["items"][0]["payload"] == text
+    assert backend.encode_json({"e": "\\u0000"}) == b'{"e":"\\\\u0000"}'
+
+
+def test_a_transaction_id_longer_than_the_broker_stores_is_refused(backend: types.ModuleType) -> None:
+    ok = [{"data": 1, "transactionId": "t" * 255}]
+    assert backend.encode_push("q", None, ok)[1] == ["t" * 255]
+    too_long = [{"data": 1}, {"data": 2, "transactionId": "é" * 256}]
+    for fn in (backend.build_push_items, backend.encode_push, backend.encode_push_fragment, backend.build_tx_push_op):
+        with pytest.raises(InvalidInputError, match=r"item 1: transactionId is 256 characters; the broker stores at most 255"):
+            fn("q", None, too_long)

@@ -131,7 +131,7 @@ def push_item(draw: Any) -> Any:
     return item
 
 
-safe_text = st.text(st.characters(codec="utf-8"), max_size=12)
+safe_text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12)  # U+0000: refused
 safe_values = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1)
     | st.floats(allow_nan=False, allow_infinity=False) | safe_text,
@@ -144,7 +144,7 @@ valid_items = st.lists(
             st.fixed_dictionaries(
                 {payload_key: safe_values},
                 optional={
-                    "transactionId": st.none() | st.text(st.characters(codec="utf-8"), min_size=1, max_size=40),
+                    "transactionId": st.none() | st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=40),
                     "traceId": st.none() | uuids,
                 },
             )
@@ -154,8 +154,8 @@ valid_items = st.lists(
     max_size=12,
 )
 valid_messages = st.fixed_dictionaries(
-    {"transactionId": st.text(st.characters(codec="utf-8"), min_size=1, max_size=12),
-     "partitionId": st.text(st.characters(codec="utf-8"), min_size=1, max_size=12)},
+    {"transactionId": st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=12),
+     "partitionId": st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=12)},
     optional={"leaseId": st.none() | st.just("") | uuids, "_status": st.sampled_from(GOOD_STATUSES),
               "_error": st.none() | safe_text | st.integers(), "data": safe_values},
 )

@@ -215,7 +215,7 @@ AWKWARD: Dict[str, Callable[[], Any]] = {
     "NaN in a tuple": lambda: (1, float("nan")),
     "lone surrogate": lambda: "a\ud800b",
     "lone surrogate key": lambda: {"\udfff": 1},
-    "control characters": lambda: "\x00\x1f\x7f\b\f\n\r\t\"\\/\u2028\u2029",
+    "control characters": lambda: "\x01\x1f\x7f\b\f\n\r\t\"\\/\u2028\u2029",  # U+0000: test_codec.py
     "non-ASCII": lambda: {"é": "日本\U0001F600"},
     "empty containers": lambda: [{}, [], ""],
     "depth 254 lists": lambda: nested(254),
@@ -402,3 +402,15 @@ def test_a_too_deep_push_payload_is_refused_naming_where_on_both_codecs(monkeypa
     monkeypatch.setattr(_pycodec, "_json", STD)
     with pytest.raises(InvalidInputError, match=r"at \$\.items\[1\]\.payload\.k\.k"):
         _pycodec.encode_push("q", None, [{"data": 1}, {"data": deep}])
+
+
+def test_both_engines_write_a_nul_character_as_an_escape() -> None:
+    """The engines write U+0000 as ``\\u0000`` alike (the codec then refuses such a body,
+    tests/test_codec.py), and ``has_nul_escape`` tells it from the text ``\\u0000``."""
+    value = {"k\x00": ["\x00", "a\\u0000"]}
+    body = STD.dumps(value)
+    assert body == b'{"k\\u0000":["\\u0000","a\\\\u0000"]}'
+    if _json.BACKEND == "orjson":
+        assert _json.raw_dumps(value) == body
+    assert _json.has_nul_escape(body)
+    assert not _json.has_nul_escape(STD.dumps({"k": "a\\u0000"}))

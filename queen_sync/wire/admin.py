@@ -9,8 +9,9 @@ is checked (see :func:`queen_sync.wire._base.checked`).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional
 
+from ..errors import ProtocolError
 from ._base import Requester, checked, query_params
 
 __all__ = [
@@ -64,15 +65,24 @@ def queue_detail(requester: Requester, name: str, *, what: Optional[str] = None)
     )
 
 
-def queue_messages(requester: Requester, name: str, *, partition: Optional[str], limit: int, offset: int) -> Any:
-    """Wire: ``GET /api/v1/status/queues/{name}/messages?partition=&limit=&offset=``."""
-    return checked(
+def queue_messages(requester: Requester, name: str, *, partition: Optional[str], limit: int) -> List[Any]:
+    """Wire: ``GET /api/v1/status/queues/{name}/messages?partition=&limit=`` (no ``offset``: a
+    0.15 broker answers any ``offset >= 1`` with ``{"success": true, "value": null}``).
+
+    Raises:
+        ProtocolError: the reply is not a JSON array; else as :func:`checked`.
+    """
+    what = "admin.get_queue_messages(%r)" % name
+    doc = checked(
         requester,
         "GET",
         "/api/v1/status/queues/%s/messages" % name,
-        what="admin.get_queue_messages(%r)" % name,
-        query=query_params(partition=partition, limit=limit, offset=offset),
+        what=what,
+        query=query_params(partition=partition, limit=limit),
     )
+    if not isinstance(doc, list):
+        raise ProtocolError("%s: the reply is not a JSON array" % what)
+    return doc
 
 
 def analytics(
