@@ -10,13 +10,8 @@ import pytest
 
 from queen_sync import InvalidInputError, Queen, QueenConnectionError, QueenHTTPError
 from queen_sync.testing import EmbeddedBroker
-from queen_sync.transport import (
-    Backoff,
-    ConstantBackoff,
-    ExponentialBackoff,
-    NoBackoff,
-    _parse_retry_after,
-)
+from queen_sync.transport import Backoff, ConstantBackoff, ExponentialBackoff, NoBackoff
+from queen_sync.transport._retry import _parse_retry_after
 
 from _helpers import wait_for
 

@@ -75,7 +75,7 @@ def pop(requester: Requester, spec: PopSpec) -> List[Message]:
     &partitions=&autoAck=&subscriptionMode=&subscriptionFrom=``.
     """
     http_timeout = spec.timeout_millis + 5000 if spec.wait else None
-    # RETRY_IF_ANSWERED: a pop whose reply was lost holds a lease; it is not resent (see transport.py)
+    # RETRY_IF_ANSWERED: a pop whose reply was lost holds a lease; it is not resent (see queen_sync.transport)
     resp = requester.request(
         "GET",
         spec.path(),

@@ -1,83 +1,11 @@
-"""The one HTTP transport of queen_sync: a urllib3 ``PoolManager`` shared by every thread.
+"""The :class:`Transport` object: its options and headers, the urllib3 ``PoolManager`` (one
+connection pool per broker URL) and its reset in a forked child, the choice of broker per
+call (round-robin, or the affinity hash ring, healthy URLs first), and
+:meth:`Transport.request`, the retry loop (policy, push time budget, backoff,
+``Retry-After``, failover) around :func:`send_once`.
 
-Connections
-    One pool per broker URL, ``maxsize`` connections kept alive per host (64 by default, so
-    many threads can talk to the broker at once without opening a socket per request).
-    After a 204 the connection is dropped, never reused (a 0.15 broker sends a body with its
-    204, which would desynchronise a keep-alive connection). Every POST carries a body
-    (``{}`` at least): the broker answers an empty one with 400. Any 2xx reply is success at
-    this level; callers decide from the body (a Queen 0.15 broker answers most refusals with
-    200). Non-2xx replies raise :class:`QueenHTTPError` and its subclasses.
-
-Retries (urllib3's own retries are off; :meth:`Transport.request` runs its own loop)
-    Delays come from a pluggable :class:`Backoff` (redis-py style: ``compute(failures)``
-    returns seconds); the default is :class:`ExponentialBackoff`, capped and with "equal
-    jitter". A ``Retry-After`` header on a 429 / 503 is honoured (delta-seconds or an HTTP
-    date) up to ``retry_max_delay_millis`` per attempt (default 10000 ms, also when a custom
-    ``backoff`` is given): a broker asking for 100 s does not block a caller for 100 s.
-    Whether a failed attempt is retried depends on what may have happened at the broker:
-
-    ==========================  =========  ==============  ===============  ================
-    failure                     push, GET  pop (``GET      ack, ack/batch,  4xx (not 429)
-                                reads,     /pop``)         transaction,
-                                configure,                 seek to end
-                                delete,
-                                lease extend
-    ==========================  =========  ==============  ===============  ================
-    not sent (refused, DNS,     retried    retried         retried          --
-    connect timeout)
-    429 / 503 reply (refused,   retried    retried         retried          --
-    nothing processed)
-    500 / 502 reply             retried    retried         **no**           --
-    504 reply                   retried    **no**          **no**           --
-    lost reply (connection      retried    **no**          **no**           --
-    broke after sending, read
-    timeout)
-    other 4xx reply             never      never           never            never
-    ==========================  =========  ==============  ===============  ================
-
-    Why: a push body is built once with client-minted ``transactionId`` s, so a resent push
-    is answered ``duplicate`` for what was already stored (one delivery). A configure is an
-    upsert, a delete is idempotent and a lease extend sets ``max(expiry, now + s)``. A Queen
-    broker answers its asynchronous routes with 200 only, so a 5xx it sends itself comes
-    from before the work was submitted; 504 (and 502 from a proxy) may hide work that was
-    done. A pop whose reply was lost has taken a lease: the messages come back only after
-    the lease expires, so the pop is not resent blindly (the caller's next pop is the
-    retry). An ack / transaction whose reply was lost may or may not have been applied: it
-    is reported to the caller (:class:`QueenConnectionError`), never resent.
-
-Push retry budget (:data:`RETRY_PUSH`)
-    A push is retried on everything in the first column above, and also when its 2xx reply
-    is empty (a broker killed while answering) or garbled (not one result per item): those
-    count as lost replies, not as :class:`ProtocolError`. It is retried for a **time budget**,
-    ``push_retry_timeout_millis`` (default 15000 ms), not ``retry_attempts`` times: new
-    attempts are started, with the usual backoff, until the budget is spent (at least
-    ``retry_attempts`` attempts are made either way); an attempt in flight when the budget
-    ends still runs to its own ``timeout_millis``. Why 15 s: a broker restart (process
-    restart, rolling deploy, failover to a standby) takes a few seconds, and three attempts
-    with 0.5 s / 1 s backoff (1.5 s) do not span it, while 15 s does (attempts at about 0,
-    0.5, 1.5, 3.5, 7.5 and 15 s with the default backoff); and 15 s still leaves room in
-    the 30 s to 60 s a proxy or web front end usually gives a request, so a web handler
-    that pushes fails with a clear error rather than being cut off by its gateway.
-    ``push_retry_timeout_millis=0`` gives the plain ``retry_attempts`` count.
-
-Several brokers
-    ``load_balancing_strategy="round-robin"`` (default) spreads calls over the URLs;
-    ``"affinity"`` hashes the call's affinity key (``queue/partition[/consumer group]``)
-    on a consistent-hash ring (``affinity_hash_ring`` virtual nodes per URL), so one
-    partition's traffic sticks to one broker. A URL that fails (connection error, timeout,
-    5xx) is marked unhealthy and skipped for ``health_retry_after_millis``; when every URL
-    is unhealthy they are all tried anyway. Within one call, a connection error fails over
-    to the next URL at once; backoff starts when every URL has been tried.
-
-Fork safety
-    A child process gets a fresh pool and fresh locks: every live transport is reset in the
-    child by ``os.register_at_fork`` and, under uWSGI (which forks without Python's at-fork
-    hooks), by its post-fork hook (see :mod:`queen_sync._fork`); ``os.getpid()`` is checked
-    on each request as a fallback. The parent keeps its connections.
-
-Logging goes to the ``queen_sync.transport`` logger; request headers (and so the
-``Authorization`` header) are never logged.
+The rules it keeps are listed in :mod:`queen_sync.transport`. Logging goes to the
+``queen_sync.transport`` logger; request headers are never logged.
 """
 
 from __future__ import annotations
@@ -91,80 +19,38 @@ import ssl
 import threading
 import time
 import weakref
-from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlencode
 
 import urllib3
-from urllib3.exceptions import (
-    ClosedPoolError,
-    SSLError as _U3SSLError,
-    ConnectTimeoutError,
-    EmptyPoolError,
-    HTTPError as _U3HTTPError,
-    NewConnectionError,
-    ReadTimeoutError,
+
+from .. import _fork
+from .._tls import tls_options
+from .._validate import headers_arg, int_arg
+from ..backoff import Backoff, ExponentialBackoff
+from ..errors import ClientClosedError, InvalidInputError
+from ._attempt import Response, send_once
+from ._retry import (
+    _POLICIES,
+    DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS,
+    RETRY_ALWAYS,
+    RETRY_IF_UNSENT,
+    RETRY_PUSH,
+    _Attempt,
+    _may_retry,
 )
 
-from . import _fork, codec
-from ._tls import cert_rejected, plain_http_answered, tls_options
-from .backoff import Backoff, ConstantBackoff, ExponentialBackoff, NoBackoff
-from ._validate import headers_arg, int_arg
-from .errors import (
-    AuthenticationError,
-    ClientClosedError,
-    InvalidInputError,
-    ProtocolError,
-    QueenConnectionError,
-    QueenHTTPError,
-    QueenTimeoutError,
-    RouteNotFoundError,
-)
-
-__all__ = [
-    "Transport",
-    "Response",
-    "DEFAULT_POOL_MAXSIZE",
-    "Backoff",
-    "ExponentialBackoff",
-    "ConstantBackoff",
-    "NoBackoff",
-    "RETRY_ALWAYS",
-    "RETRY_IF_ANSWERED",
-    "RETRY_IF_UNSENT",
-    "RETRY_PUSH",
-    "DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS",
-    "LOAD_BALANCING_STRATEGIES",
-]
+__all__ = ["Transport", "DEFAULT_POOL_MAXSIZE", "LOAD_BALANCING_STRATEGIES"]
 
 log = logging.getLogger("queen_sync.transport")
 
 #: Connections kept alive per broker host.
 DEFAULT_POOL_MAXSIZE = 64
 
-#: Retry policy of idempotent calls (push, GET reads, configure, delete, lease extend).
-RETRY_ALWAYS = "always"
-#: Retry policy of pop: retried before sending and after a refusal reply (5xx but 504, 429),
-#: never after a lost reply.
-RETRY_IF_ANSWERED = "answered"
-#: Retry policy of ack / transaction / seek to end: retried only before sending or after 429 / 503.
-RETRY_IF_UNSENT = "unsent"
-#: Retry policy of push: as :data:`RETRY_ALWAYS`, plus a reply the ``accept`` check refuses
-#: (an empty or garbled 200 body), and retried for ``push_retry_timeout_millis`` rather than
-#: ``retry_attempts`` times (see the module docstring).
-RETRY_PUSH = "push"
-_POLICIES = (RETRY_ALWAYS, RETRY_IF_ANSWERED, RETRY_IF_UNSENT, RETRY_PUSH)
-
-#: Default push retry budget, in milliseconds (see the module docstring, "Push retry budget").
-DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS = 15000
-
 #: ``load_balancing_strategy`` values.
 LOAD_BALANCING_STRATEGIES = ("round-robin", "affinity")
 
 _USER_AGENT = "queen-sync/0.1.0"
-_MAX_ERROR_TEXT = 300
-_REFUSED_STATUSES = (429, 503)
 
 
 _LIVE: "weakref.WeakSet[Transport]" = weakref.WeakSet()
@@ -180,60 +66,6 @@ def _reset_all_after_fork() -> None:
 
 # os.register_at_fork, and uWSGI's post-fork hook (it forks without Python's at-fork hooks)
 _fork.after_fork_in_child(_reset_all_after_fork)
-
-
-@dataclass(frozen=True)
-class Response:
-    """A broker reply with a 2xx status.
-
-    Attributes:
-        status: the HTTP status (200, 201, 204, ...).
-        data: the raw body bytes (``b""`` after a 204: its body is discarded with the connection).
-        url: the broker base URL that answered.
-        value: what the call's ``accept`` check returned (e.g. the decoded body), or None.
-    """
-
-    status: int
-    data: bytes
-    url: str
-    value: Any = None
-
-
-class _Attempt(Exception):
-    """Internal: one failed attempt, with what the retry loop needs to know."""
-
-    def __init__(
-        self,
-        error: Exception,
-        *,
-        sent: bool,
-        failover: bool,
-        status: Optional[int] = None,
-        retry_after: Optional[float] = None,
-    ) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.sent = sent
-        self.failover = failover
-        self.status = status
-        if isinstance(error, QueenConnectionError):
-            error.sent = sent
-        self.retry_after = retry_after
-
-
-def _may_retry(policy: str, failed: _Attempt) -> bool:
-    if not failed.sent:
-        return True
-    st = failed.status
-    if st is not None:
-        if st in _REFUSED_STATUSES:
-            return True
-        if policy in (RETRY_ALWAYS, RETRY_PUSH):
-            return st >= 500
-        if policy == RETRY_IF_ANSWERED:
-            return st >= 500 and st != 504
-        return False
-    return policy in (RETRY_ALWAYS, RETRY_PUSH)
 
 
 def _hash64(key: str) -> int:
@@ -259,7 +91,7 @@ class Transport:
         connect_timeout_millis: connect timeout in milliseconds (default: ``min(timeout_millis, 10000)``).
         backoff: a :class:`Backoff` (default ``ExponentialBackoff(retry_delay_millis,
             retry_max_delay_millis)``).
-        load_balancing_strategy: ``"round-robin"`` or ``"affinity"`` (see the module docstring).
+        load_balancing_strategy: ``"round-robin"`` or ``"affinity"`` (see :mod:`queen_sync.transport`).
         affinity_hash_ring: virtual nodes per URL on the affinity ring.
         health_retry_after_millis: how long a failed URL is skipped, in milliseconds.
         ca_certs: path of a PEM CA bundle to verify ``https`` brokers with, instead of the
@@ -271,8 +103,8 @@ class Transport:
             Without any of these, urllib3's defaults apply: certificates are verified
             against the system's trust store, host names checked.
         push_retry_timeout_millis: time budget of retries of a push (:data:`RETRY_PUSH`), in
-            milliseconds (default :data:`DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS`; see the module
-            docstring).
+            milliseconds (default :data:`DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS`; see
+            :mod:`queen_sync.transport`).
 
     Raises:
         InvalidInputError: a bad option value (an int option out of range, a non-str
@@ -538,7 +370,7 @@ class Transport:
             idempotent: shorthand for ``retry=RETRY_ALWAYS`` (True) or ``RETRY_IF_UNSENT`` (False).
             timeout_millis: read timeout of this call in milliseconds (default: the client's).
             retry: the retry policy, :data:`RETRY_ALWAYS`, :data:`RETRY_IF_ANSWERED` or
-                :data:`RETRY_IF_UNSENT` (see the module docstring); overrides ``idempotent``.
+                :data:`RETRY_IF_UNSENT` (see :mod:`queen_sync.transport`); overrides ``idempotent``.
             affinity_key: with ``"affinity"`` load balancing, the key hashed to pick the
                 broker (``queue/partition[/group]``); ``None`` means round-robin.
             accept: checks a 2xx body and returns what becomes ``Response.value`` (e.g. the
@@ -574,7 +406,7 @@ class Transport:
 
         n = len(self._urls)
         max_attempts = max(self._attempts, n)
-        # push: new attempts are started until the time budget is spent (module docstring)
+        # push: new attempts are started until the time budget is spent (queen_sync.transport docstring)
         budget_end = time.monotonic() + self._push_budget_s if policy == RETRY_PUSH else None
         order = self._candidates(affinity_key) if n > 1 else [0]
         pos = 0
@@ -585,7 +417,10 @@ class Transport:
             base = self._urls[idx]
             attempt += 1
             try:
-                resp = self._attempt(base, method, path, target, body, headers, timeout, accept)
+                pool, prefix = self._host_pool(base)
+                resp = send_once(
+                    pool, prefix, self._pool_maxsize, base, method, path, target, body, headers, timeout, accept
+                )
             except _Attempt as failed:
                 if failed.failover and n > 1:
                     self._mark_unhealthy(idx, failed.error)
@@ -631,198 +466,3 @@ class Transport:
             if n > 1 and self._unhealthy_until[idx]:
                 self._unhealthy_until[idx] = 0.0
             return resp
-
-    def _attempt(
-        self,
-        base: str,
-        method: str,
-        path: str,
-        target: str,
-        body: Optional[bytes],
-        headers: Mapping[str, str],
-        timeout: urllib3.Timeout,
-        accept: Optional[Callable[[bytes], Any]] = None,
-    ) -> Response:
-        pool, prefix = self._host_pool(base)
-        log.debug("%s %s%s", method, base, path)
-        try:
-            resp = pool.urlopen(
-                method,
-                prefix + target,
-                body=body,
-                headers=headers,
-                timeout=timeout,
-                retries=False,
-                redirect=False,
-                preload_content=False,
-                assert_same_host=False,
-                pool_timeout=timeout.read_timeout,  # a bounded wait for a free connection
-            )
-        except NewConnectionError as exc:  # refused / DNS: never sent
-            raise _Attempt(
-                QueenConnectionError("cannot connect to the Queen broker at %s: %s" % (base, _reason(exc)), url=base),
-                sent=False,
-                failover=True,
-            ) from None
-        except ConnectTimeoutError as exc:  # never sent
-            raise _Attempt(
-                QueenTimeoutError("connect to the Queen broker at %s timed out: %s" % (base, _reason(exc)), url=base),
-                sent=False,
-                failover=True,
-            ) from None
-        except ReadTimeoutError:
-            raise _Attempt(
-                QueenTimeoutError(
-                    "%s %s: no reply from the Queen broker at %s within %.0f ms"
-                    % (method, path, base, (timeout.read_timeout or 0) * 1000.0),
-                    url=base,
-                ),
-                sent=True,
-                failover=True,
-            ) from None
-        except _U3SSLError as exc:
-            if cert_rejected(exc):  # a configuration problem: retrying cannot help
-                raise QueenConnectionError(
-                    "the TLS certificate of the Queen broker at %s was not accepted: %s (a private CA: "
-                    "pass ca_certs= or ssl_context=)" % (base, _reason(exc)),
-                    url=base,
-                    sent=False,
-                ) from None
-            if plain_http_answered(exc):  # configuration again: retrying cannot help
-                raise QueenConnectionError(
-                    "the Queen broker at %s does not speak TLS (%s): is it a plain http:// port?" % (base, _reason(exc)),
-                    url=base,
-                    sent=False,
-                ) from None
-            why = _reason(exc)
-            hint = " (the broker wants a client certificate: cert_file= or ssl_context=)" if (
-                "certificate required" in why.lower()) else ""
-            raise _Attempt(
-                QueenConnectionError("%s %s: TLS with the Queen broker at %s failed: %s%s" % (
-                    method, path, base, why, hint), url=base),
-                sent=True,
-                failover=True,
-            ) from None
-        except EmptyPoolError:  # every connection stayed busy for the whole timeout: never sent
-            raise _Attempt(
-                QueenTimeoutError(
-                    "%s %s: no free connection to %s within %.0f ms (pool_maxsize=%d)"
-                    % (method, path, base, (timeout.read_timeout or 0) * 1000.0, self._pool_maxsize),
-                    url=base,
-                ),
-                sent=False,
-                failover=False,
-            ) from None
-        except ClosedPoolError:
-            raise _Attempt(
-                QueenConnectionError("%s %s: the connection pool was closed" % (method, path), url=base),
-                sent=False,
-                failover=False,
-            ) from None
-        except (_U3HTTPError, OSError) as exc:
-            raise _Attempt(
-                QueenConnectionError(
-                    "%s %s: connection to the Queen broker at %s broke: %s" % (method, path, base, _reason(exc)), url=base
-                ),
-                sent=True,
-                failover=True,
-            ) from None
-
-        status = resp.status
-        try:
-            if status == 204:
-                # A 0.15 broker sends a body with its 204: never reuse this connection.
-                conn = resp.connection
-                if conn is not None:
-                    conn.close()
-                data = b""
-            else:
-                data = resp.read()
-        except ReadTimeoutError:
-            raise _Attempt(
-                QueenTimeoutError("%s %s: reading the reply from %s timed out" % (method, path, base), url=base),
-                sent=True,
-                failover=True,
-            ) from None
-        except (_U3HTTPError, OSError) as exc:
-            raise _Attempt(
-                QueenConnectionError(
-                    "%s %s: connection to %s broke while reading the reply: %s" % (method, path, base, _reason(exc)),
-                    url=base,
-                ),
-                sent=True,
-                failover=True,
-            ) from None
-        finally:
-            resp.release_conn()
-
-        if 200 <= status < 300:
-            if accept is None:
-                return Response(status, data, base)
-            try:
-                value = accept(data)
-            except (ProtocolError, QueenConnectionError) as exc:  # an empty / garbled reply: lost
-                if isinstance(exc, QueenConnectionError):
-                    exc.url = base
-                raise _Attempt(exc, sent=True, failover=False) from None
-            return Response(status, data, base, value)
-        err = _http_error(method, path, base, status, data)
-        retry_after: Optional[float] = None
-        if status in _REFUSED_STATUSES:
-            retry_after = _parse_retry_after(resp.headers.get("Retry-After"))
-        setattr(err, "retry_after", retry_after)
-        if status >= 500 or status == 429:
-            raise _Attempt(err, sent=True, failover=status != 429, status=status, retry_after=retry_after)
-        raise err
-
-
-def _parse_retry_after(value: Optional[str]) -> Optional[float]:
-    """``Retry-After`` as seconds (delta-seconds, a decimal, or an HTTP date), or None."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        s = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when is None:
-            return None
-        s = when.timestamp() - time.time()
-    if s != s:  # NaN
-        return None
-    return max(0.0, s)
-
-
-def _reason(exc: BaseException) -> str:
-    r = getattr(exc, "reason", None)
-    if r is not None and r is not exc:
-        return str(r)
-    return str(exc) or type(exc).__name__
-
-
-def _http_error(method: str, path: str, base: str, status: int, data: bytes) -> QueenHTTPError:
-    """Map a non-2xx reply to the matching exception (never raises itself)."""
-    body: Any = None
-    text: Optional[str] = None
-    try:
-        body = codec.decode_json(data)
-        if isinstance(body, dict) and body.get("error") is not None:
-            text = str(body["error"])
-    except ProtocolError:
-        body = data.decode("utf-8", "replace")[:2048] if data else None
-    shown = text if text is not None else (str(body)[:_MAX_ERROR_TEXT] if body else "")
-    if status in (401, 403):
-        cls: Type[QueenHTTPError] = AuthenticationError
-        msg = "%s %s: the Queen broker at %s refused the credentials (HTTP %d)" % (method, path, base, status)
-    elif status == 404:
-        cls = RouteNotFoundError
-        msg = "%s %s: the Queen broker at %s has no such route (HTTP 404)" % (method, path, base)
-    else:
-        cls = QueenHTTPError
-        msg = "%s %s: the Queen broker at %s answered HTTP %d" % (method, path, base, status)
-    if shown:
-        msg += ": " + shown
-    return cls(msg, status=status, error=text, body=body)
