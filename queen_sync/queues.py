@@ -321,7 +321,7 @@ class QueueBuilder:
         if not lst:
             return []
         if self._buffer is not None and self._session.producer.background_allowed():
-            # buffered: see buffer() and queen_sync/producer.py
+            # buffered: see buffer() and queen_sync/producer/
             self._session.check_open()
             return self._session.producer.push(self._name, self._partition, lst, self._buffer)
         # unbuffered; also a buffered push in a uWSGI master before it forks (producer.py "Fork")
