@@ -479,10 +479,15 @@ def build_push_items(queue, partition, items, id_source=None):
 
 
 cdef inline bint _has_null(bytes body) noexcept:
-    """``b"null" in body`` without the generic ``in`` machinery (memchr for each ``n``:
-    portable C, where ``memmem`` is not)."""
+    """``b"null" in body`` without the generic ``in`` machinery."""
     cdef const char* p = PyBytes_AS_STRING(body)
-    cdef const char* end = p + PyBytes_GET_SIZE(body) - 3
+    return _span_has_null(p, p + PyBytes_GET_SIZE(body))
+
+
+cdef inline bint _span_has_null(const char* p, const char* end) noexcept:
+    """``b"null"`` within ``[p, end)``: memchr for each ``n`` (portable C, where ``memmem``
+    is not)."""
+    end -= 3
     while p < end:
         p = <const char*>memchr(p, 110, end - p)  # 'n'
         if p == NULL:
@@ -618,19 +623,6 @@ cdef inline char* _put(char* w, bytes b) noexcept:
     cdef Py_ssize_t n = PyBytes_GET_SIZE(b)
     memcpy(w, PyBytes_AS_STRING(b), n)
     return w + n
-
-
-cdef inline bint _span_has_null(const char* p, const char* end) noexcept:
-    """``b"null"`` within ``[p, end)``."""
-    end -= 3
-    while p < end:
-        p = <const char*>memchr(p, 110, end - p)  # 'n'
-        if p == NULL:
-            return False
-        if p[1] == 117 and p[2] == 108 and p[3] == 108:  # "ull"
-            return True
-        p += 1
-    return False
 
 
 cdef object _encode_push_spliced(object queue, object partition, list seq, bint nan_as_null,

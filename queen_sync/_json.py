@@ -88,26 +88,24 @@ def _is_dataclass_instance(obj: Any) -> bool:
     return hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type)
 
 
-def find_non_finite(obj: Any) -> Optional[str]:
-    """Where the first NaN / ±Infinity float in ``obj`` sits, as a path such as
-    ``$.items[3].payload.total`` (``$`` = ``obj``), or ``None`` when there is none.
-
-    Walks what the encoder would write: dict values, list / tuple items, dataclass fields,
-    Enum values; stops at :data:`MAX_DEPTH` (deeper values are refused by the encoder anyway).
-    Both codec backends build their error message with it.
-    """
+def _find(obj: Any, hit: Callable[[Any], bool]) -> Optional[str]:
+    """The path (``$`` = ``obj``) of the first value or dict key for which ``hit`` is true, in
+    what the encoder would write: dict keys and values, list / tuple items, dataclass fields,
+    Enum values; stops at :data:`MAX_DEPTH` (deeper values are refused by the encoder anyway)."""
     stack = [(obj, "$", 0)]
     while stack:
         o, path, depth = stack.pop()
-        t = type(o)
-        if t is float:
-            if not _math.isfinite(o):
-                return path
-        elif depth >= MAX_DEPTH:
+        if hit(o):
+            return path
+        if depth >= MAX_DEPTH:
             continue
-        elif isinstance(o, dict):
+        if isinstance(o, dict):
             for k, v in reversed(list(o.items())):
-                stack.append((v, "%s.%s" % (path, k) if isinstance(k, str) else "%s[%r]" % (path, k), depth + 1))
+                named = isinstance(k, str) and not hit(k)
+                kp = "%s.%s" % (path, k) if named else "%s[%r]" % (path, k)
+                if isinstance(k, str) and not named:
+                    return kp
+                stack.append((v, kp, depth + 1))
         elif isinstance(o, (list, tuple)):
             for i in range(len(o) - 1, -1, -1):
                 stack.append((o[i], "%s[%d]" % (path, i), depth + 1))
@@ -117,6 +115,17 @@ def find_non_finite(obj: Any) -> Optional[str]:
             for k, v in reversed(_dataclass_items(o)):
                 stack.append((v, "%s.%s" % (path, k), depth + 1))
     return None
+
+
+def _is_non_finite(o: Any) -> bool:
+    return type(o) is float and not _math.isfinite(o)
+
+
+def find_non_finite(obj: Any) -> Optional[str]:
+    """Where the first NaN / ±Infinity float in ``obj`` sits, as a path such as
+    ``$.items[3].payload.total`` (``$`` = ``obj``), or ``None`` when there is none.
+    Both codec backends build their error message with it."""
+    return _find(obj, _is_non_finite)
 
 
 # --------------------------------------------------------------------------- NUL characters
@@ -139,32 +148,14 @@ def has_nul_escape(body: bytes) -> bool:
         start = i + 1
 
 
+def _holds_nul(o: Any) -> bool:
+    return isinstance(o, str) and "\x00" in o
+
+
 def find_nul(obj: Any) -> Optional[str]:
     """Where the first string holding U+0000 sits in ``obj`` (a value or a dict key), as a
     path like :func:`find_non_finite`'s, or ``None``."""
-    stack = [(obj, "$", 0)]
-    while stack:
-        o, path, depth = stack.pop()
-        if isinstance(o, str):
-            if "\x00" in o:
-                return path
-        elif depth >= MAX_DEPTH:
-            continue
-        elif isinstance(o, dict):
-            for k, v in reversed(list(o.items())):
-                kp = "%s[%r]" % (path, k) if not isinstance(k, str) or "\x00" in k else "%s.%s" % (path, k)
-                if isinstance(k, str) and "\x00" in k:
-                    return kp
-                stack.append((v, kp, depth + 1))
-        elif isinstance(o, (list, tuple)):
-            for i in range(len(o) - 1, -1, -1):
-                stack.append((o[i], "%s[%d]" % (path, i), depth + 1))
-        elif isinstance(o, _enum.Enum):
-            stack.append((o.value, path, depth))
-        elif _is_dataclass_instance(o):
-            for k, v in reversed(_dataclass_items(o)):
-                stack.append((v, "%s.%s" % (path, k), depth + 1))
-    return None
+    return _find(obj, _holds_nul)
 
 
 def nul_error_text(obj: Any) -> str:
