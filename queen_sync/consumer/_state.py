@@ -126,13 +126,19 @@ class Lease:
 
 
 class Unit:
-    """The messages of one partition from one pop, handled in order."""
+    """The messages of one partition from one pop, handled in order.
 
-    __slots__ = ("pid", "msgs", "lease", "pos", "unsure", "unconfirmed")
+    ``msgs`` are the dicts of the pop reply, which the consumer acks, releases and logs;
+    ``given`` the same messages as the handler gets them (bound ``queen_sync.Message``
+    copies, one per message in the same order). A handler that changes its message
+    (``m.clear()``, ``m["leaseId"] = ...``) thus cannot change what its ack sends."""
 
-    def __init__(self, pid: Any, msgs: List[Message], lease: Optional[Lease]) -> None:
+    __slots__ = ("pid", "msgs", "given", "lease", "pos", "unsure", "unconfirmed")
+
+    def __init__(self, pid: Any, msgs: List[Message], lease: Optional[Lease], given: Optional[List[Message]] = None) -> None:
         self.pid = pid
         self.msgs = msgs
+        self.given = msgs if given is None else given
         self.lease = lease
         self.pos = 0  # index of the first message not yet given to the handler
         # acks of this unit whose reply was lost and that were not resent: ``unsure`` may be
