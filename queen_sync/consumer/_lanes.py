@@ -254,7 +254,9 @@ class Lanes:
             self._log_handler_failure(exc, msgs, "nacking them (the broker retries, then dead-letters)")
             return self._settle(first, msgs, unit, False, text, settled_before)
         if self._auto_ack:
-            self._settle(first, msgs, unit, True, None, settled_before)
+            # False only when the handler released the partition itself (a lost lease is
+            # read from the lease at the top of the each() loop)
+            return self._settle(first, msgs, unit, True, None, settled_before)
         else:
             self._st.resolve(msgs, unit)
         return True
