@@ -66,6 +66,7 @@ class Message(Dict[str, Any]):
     # _settled: the status of an accepted ack of this message object (see note_settled);
     # unset until then (bind_messages uses dict's own __init__, which does not set it)
     __slots__ = ("_queen", "_settled")
+    _settled: str
 
     def __init__(
         self, fields: Union[Mapping[str, Any], Iterable[Any]] = (), client: Optional[MessageClient] = None

@@ -15,7 +15,12 @@ text (the ack itself: ``_acks``); in ``each()`` mode the later messages of a nac
 partition in the same pop are skipped (the broker redelivers them). Every handler failure is
 logged at WARNING with its traceback and the message ids (queue, partition, transactionId;
 never payloads). ``auto_ack(False)`` leaves acks to the handler (a handler exception then
-stops the consumer and is re-raised). Callbacks: ``on_success(cb)`` runs after the handler
+stops the consumer and is re-raised). Under auto-ack, a message the handler acked or nacked
+itself (the broker accepted it) is not acked again, and counts as acked / nacked; if that
+released the partition (a nack) the rest of the handler's messages count as lost and the
+rest of the unit is skipped, as after the consumer's own nack. The handler gets copies
+(``Unit.given``); acks are made from the pop reply's dicts, so what the handler does to its
+message cannot change them. Callbacks: ``on_success(cb)`` runs after the handler
 returns, ``on_error(cb)`` when the handler (or on_success) raises. Without an explicit
 ``auto_ack()`` they turn auto-ack off (the callbacks ack); with ``auto_ack(True)`` both hold:
 the callback runs, then the consumer acks (``completed`` after on_success) or nacks

@@ -48,8 +48,12 @@ class ConsumeResult:
     Attributes:
         handled: messages delivered to the handler (failures included).
         failed: messages whose handler call raised.
-        acked: messages the consumer acked ``completed`` and the broker accepted (auto-ack).
-        nacked: messages the consumer nacked ``failed`` and the broker accepted (auto-ack).
+        acked: messages the consumer acked ``completed`` and the broker accepted (auto-ack),
+            and those the handler acked ``completed`` itself under auto-ack (``msg.ack()``,
+            ``Queen.ack(msg)``, a committed transaction's ack), which the consumer does not
+            ack again.
+        nacked: messages the consumer nacked ``failed`` and the broker accepted (auto-ack),
+            and those the handler nacked (or acked with another status) itself under auto-ack.
         ack_failures: acks / nacks / releases the broker refused or that could not be sent
             (each logged with the message ids).
         ack_uncertain: ``completed`` acks whose reply was lost and that were not resent (see
