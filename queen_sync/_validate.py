@@ -35,10 +35,12 @@ __all__ = [
     "parse_iso_timestamp",
     "timestamp_arg",
     "validate_name",
+    "validate_label",
     "validate_path_token",
     "redact_url",
     "resolve_group",
     "group_from_context",
+    "refuse_unleased",
 ]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9._~-]+$")
@@ -307,6 +309,26 @@ def validate_name(kind: str, value: Any) -> str:
     return value
 
 
+def validate_label(kind: str, value: Any) -> str:
+    """Check a queue's namespace or task (``kind`` names which); return it.
+
+    A label travels in JSON bodies (``POST /api/v1/configure``) and as decoded query values
+    (the admin filters), never in a path, so any character a JSON string holds is accepted
+    (unlike :func:`validate_name`); only the broker's ``VARCHAR(255)`` column bounds it.
+
+    Raises:
+        InvalidInputError: not a non-empty str, or longer than 255 characters.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError("%s must be a non-empty str, got %r" % (kind, value))
+    if len(value) > MAX_NAME_LENGTH:
+        raise InvalidInputError(
+            "%s is %d characters long; a Queen broker stores at most %d (%r...)"
+            % (kind, len(value), MAX_NAME_LENGTH, value[:40])
+        )
+    return value
+
+
 #: A lease id, partition id or transaction id placed in a path: the same URL-safe rule as names.
 validate_path_token = validate_name
 
@@ -318,6 +340,24 @@ def resolve_group(message: Mapping[str, Any], explicit: Optional[str]) -> Option
     if not group or group == QUEUE_MODE:
         return None
     return group
+
+
+def refuse_unleased(what: str, message: Mapping[str, Any]) -> None:
+    """Refuse to ack a message popped with ``auto_ack(True)``: the broker hands it out with
+    ``leaseId: ""``. It was counted as acked at the pop; an ack (or nack) of it carries no
+    lease, so the broker would apply it unfenced (a nack re-delivers a message already
+    committed). A hand-made dict without a ``leaseId``, or with ``None``, is not concerned
+    (it asks for an unfenced ack on purpose).
+
+    Raises:
+        InvalidInputError: ``what`` (e.g. ``"ack"``, ``"ack item 2"``) names the call.
+    """
+    if message.get("leaseId") == "":
+        raise InvalidInputError(
+            "%s: message %s has no lease (popped with auto_ack(True)): the broker acked it at the pop, "
+            "and an ack or nack without its lease would be applied unchecked; pop without auto_ack to ack it"
+            % (what, message.get("transactionId"))
+        )
 
 
 def group_from_context(

@@ -24,8 +24,9 @@ from collections import OrderedDict
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import codec
-from ._validate import group_from_context, resolve_group, validate_name, validate_path_token
+from ._validate import group_from_context, refuse_unleased, resolve_group, validate_name, validate_path_token
 from .errors import AckError, InvalidInputError, LeaseError
+from .message import note_settled
 from .wire import messages as wire_messages
 from .wire._base import Requester
 
@@ -85,10 +86,13 @@ def ack(
     group, error = _ack_context(context, group, error)
     codec.normalize_status(status)
     if isinstance(message, Mapping):
+        refuse_unleased("ack", message)
         eff = resolve_group(message, group)
         body = codec.encode_ack(message, status, eff, error)
         result, http_status = wire_messages.ack(requester, body, _ack_timeout(requester))
-        if result.get("success") is not True:
+        if result.get("success") is True:
+            note_settled(message, _status_of(message, status))
+        else:
             raise AckError(
                 "ack of %s refused by the broker: %s" % (message.get("transactionId"), result.get("error")),
                 status=http_status,
@@ -107,6 +111,7 @@ def ack(
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping):
             raise InvalidInputError("ack item %d: a message must be a dict, got %s" % (i, type(m).__name__))
+        refuse_unleased("ack item %d" % i, m)
         batches.setdefault(resolve_group(m, group), []).append((i, m))
     encoded = []
     for eff, items in batches.items():
@@ -116,10 +121,12 @@ def ack(
     for items, body in encoded:
         results = wire_messages.ack_batch(requester, body, len(items), _ack_timeout(requester))
         ordered = sorted(results, key=lambda r: r.get("index", 0)) if _has_indexes(results) else results
-        for (pos, _), r in zip(items, ordered):
+        for (pos, m), r in zip(items, ordered):
             r = dict(r)
             r["index"] = pos
             out[pos] = r
+            if r.get("success") is True:
+                note_settled(m, _status_of(m, status))
     final: List[Dict[str, Any]] = [r for r in out if r is not None]
     failed = [r for r in final if r.get("success") is not True]
     if failed:
@@ -174,6 +181,11 @@ def renew(
             body=results,
         )
     return results[0] if single else results
+
+
+def _status_of(message: Mapping[str, Any], status: Union[bool, str]) -> str:
+    """The status an ack of ``message`` sent: its own ``_status`` key wins (as in the codec)."""
+    return codec.normalize_status(message.get("_status", status))
 
 
 def _ack_timeout(requester: Requester) -> Optional[int]:

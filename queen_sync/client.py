@@ -523,7 +523,9 @@ class Queen:
 
         Raises:
             InvalidInputError: a bad message, status, context or keyword (or a ``group`` /
-                ``error`` that differs from the context's) (nothing sent).
+                ``error`` that differs from the context's), or a message popped with
+                ``auto_ack(True)`` (``leaseId`` empty: the broker acked it at the pop, and an
+                ack without its lease would be applied unchecked) (nothing sent).
             AckError: the broker refused one or more items (``.results``, ``.failed``); for
                 a list, every batch is still sent first.
             BrokerError / QueenConnectionError: the call itself failed.

@@ -18,11 +18,12 @@ return values and exceptions.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Union
 
 from .errors import InvalidInputError
 
-__all__ = ["Message", "MessageClient", "bind_messages"]
+__all__ = ["Message", "MessageClient", "bind_messages", "note_settled", "settled_count", "settled_status"]
 
 Names = Union[str, Sequence[str], None]
 
@@ -59,9 +60,13 @@ class Message(Dict[str, Any]):
 
     Within ``consume()`` with auto-ack (the default) the consumer acks for the handler: call
     :meth:`ack` / :meth:`nack` yourself only with ``auto_ack(False)`` (or on popped messages).
+    A message the handler did ack (or nack) itself is not acked a second time by the consumer.
     """
 
-    __slots__ = ("_queen",)
+    # _settled: the status of an accepted ack of this message object (see note_settled);
+    # unset until then (bind_messages uses dict's own __init__, which does not set it)
+    __slots__ = ("_queen", "_settled")
+    _settled: str
 
     def __init__(
         self, fields: Union[Mapping[str, Any], Iterable[Any]] = (), client: Optional[MessageClient] = None
@@ -89,7 +94,8 @@ class Message(Dict[str, Any]):
             the broker's result dict ``{index, transactionId, success, error, ...}``.
 
         Raises:
-            AckError: the broker refused it (e.g. the lease expired); InvalidInputError,
+            AckError: the broker refused it (e.g. the lease expired); InvalidInputError (also
+            for a message popped with ``auto_ack(True)``: it has no lease, nothing is sent),
             ClientClosedError, QueenConnectionError as :meth:`queen_sync.Queen.ack`.
 
         Wire: ``POST /api/v1/ack``.
@@ -125,6 +131,33 @@ class _BoundMessage(Message):
 
     __slots__ = ()
     __init__ = dict.__init__
+
+
+_settle_lock = threading.Lock()
+_settle_total = 0
+
+
+def note_settled(message: Any, status: str) -> None:
+    """Record that the broker accepted an ack of ``message`` with ``status`` (a normalised
+    status: ``completed``, ``failed``, ``retry``, ``dlq``), when it is a :class:`Message`;
+    anything else is ignored. The consumer reads it (:func:`settled_status`) so that a
+    handler that acked its message itself under auto-ack gets no second ack."""
+    global _settle_total
+    if isinstance(message, Message):
+        message._settled = status
+        with _settle_lock:  # a lost increment could hide an ack from a consumer's before/after check
+            _settle_total += 1
+
+
+def settled_count() -> int:
+    """How many :func:`note_settled` calls this process made so far (any thread): a consumer
+    compares it before and after a handler call, and looks at the messages only if it moved."""
+    return _settle_total
+
+
+def settled_status(message: Any) -> Optional[str]:
+    """The status :func:`note_settled` recorded for ``message``, or None."""
+    return getattr(message, "_settled", None)
 
 
 def bind_messages(client: Optional[MessageClient], messages: Sequence[Mapping[str, Any]]) -> List[Message]:

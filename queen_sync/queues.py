@@ -32,9 +32,10 @@ from ._validate import (
     millis_or_deprecated_seconds,
     timeout_arg,
     timestamp_arg,
+    validate_label,
     validate_name,
 )
-from .consumer import BuilderSettings, ConsumeResult, Consumer
+from .consumer import MIN_RENEW_INTERVAL_MILLIS, MIN_RENEW_SECONDS, BuilderSettings, ConsumeResult, Consumer
 from .dlq import DLQBuilder
 from .errors import BrokerError, InvalidInputError, QueenError
 from .message import bind_messages
@@ -139,16 +140,23 @@ class QueueBuilder:
     # ---------------------------------------------------------------- configure / delete
 
     def namespace(self, namespace: str) -> "QueueBuilder":
-        """Namespace sent with :meth:`create` (a 0.15 broker has no namespace pops)."""
-        if not isinstance(namespace, str):
-            raise InvalidInputError("namespace must be a str, got %r" % (namespace,))
-        return self._with(_namespace=namespace)
+        """Namespace sent with :meth:`create` / :meth:`update_config` (a 0.15 broker has no
+        namespace pops): a non-empty str of at most 255 characters (the broker's column;
+        any characters, it is sent in the JSON body).
+
+        Raises:
+            InvalidInputError: not a str, empty, or longer than 255 characters.
+        """
+        return self._with(_namespace=validate_label("namespace", namespace))
 
     def task(self, task: str) -> "QueueBuilder":
-        """Task sent with :meth:`create`."""
-        if not isinstance(task, str):
-            raise InvalidInputError("task must be a str, got %r" % (task,))
-        return self._with(_task=task)
+        """Task sent with :meth:`create` / :meth:`update_config`; the same rule as
+        :meth:`namespace`.
+
+        Raises:
+            InvalidInputError: not a str, empty, or longer than 255 characters.
+        """
+        return self._with(_task=validate_label("task", task))
 
     def config(self, options: Mapping[str, Any]) -> "QueueBuilder":
         """Queue options for :meth:`create`, snake_case or camelCase keys (sent camelCase;
@@ -476,16 +484,31 @@ class QueueBuilder:
     def renew_lease(self, enabled: bool = True, interval_millis: Optional[int] = None) -> "QueueBuilder":
         """consume(): keep the leases of unfinished messages alive while they wait or are
         handled, renewing at least every ``interval_millis`` **milliseconds** (default
-        10000). Each renewal asks for max(5, 3 × interval) seconds. The first renewal of a
+        10000, at least 500: see below). Each renewal asks for max(5, 3 × interval) seconds
+        (the broker's lease is counted in whole seconds). The first renewal of a
         pop's lease is sent min(interval, 500 ms) after the pop (the queue's ``leaseTime``
         may be shorter than the interval), the next ones at half the time the broker's
         ``expiresAt`` leaves, at most ``interval_millis`` apart. A lease already expired at its
         first renewal is logged (WARNING, once per consumer): then shorten the interval or
-        lengthen the queue's ``leaseTime``.
+        lengthen the queue's ``leaseTime``. An interval under 500 ms is refused: the first
+        renewal is sent within 500 ms of the pop whatever the interval, and each renewal
+        extends the lease by at least 5 s, so a shorter interval only multiplies requests.
+
+        Raises:
+            InvalidInputError: ``enabled`` not a bool, or ``interval_millis`` not an int of
+                500..31536000000 **milliseconds** (nothing is sent).
+
         Wire: ``POST /api/v1/lease/{leaseId}/extend`` ``{"seconds": N}``."""
         bool_arg("renew_lease enabled", enabled)
         if interval_millis is not None:
-            int_arg("interval_millis", interval_millis, 1)
+            if isinstance(interval_millis, int) and not isinstance(interval_millis, bool) and interval_millis < MIN_RENEW_INTERVAL_MILLIS:
+                raise InvalidInputError(
+                    "renew_lease interval_millis is in milliseconds and must be >= %d, got %d ms: a shorter "
+                    "interval only adds requests (the first renewal is sent within %d ms of the pop anyway, and "
+                    "each renewal extends the lease by at least %d s)"
+                    % (MIN_RENEW_INTERVAL_MILLIS, interval_millis, MIN_RENEW_INTERVAL_MILLIS, MIN_RENEW_SECONDS)
+                )
+            int_arg("interval_millis", interval_millis, MIN_RENEW_INTERVAL_MILLIS)
         default = self._session.consumers.default_renew_interval_millis
         interval = (default if interval_millis is None else interval_millis) if enabled else None
         return self._with(_renew=enabled, _renew_interval=interval)

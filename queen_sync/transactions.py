@@ -10,11 +10,11 @@ earlier attempt landed (see :meth:`TransactionBuilder.commit`).
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import codec
 from ._session import Session
-from ._validate import group_from_context, int_arg, items_arg, resolve_group, validate_name
+from ._validate import group_from_context, int_arg, items_arg, refuse_unleased, resolve_group, validate_name
 from .errors import (
     ClientClosedError,
     InvalidInputError,
@@ -23,6 +23,7 @@ from .errors import (
     QueenHTTPError,
     TransactionError,
 )
+from .message import note_settled
 from .wire import messages as wire_messages
 
 __all__ = ["TransactionBuilder", "TransactionQueueBuilder"]
@@ -73,6 +74,7 @@ class TransactionBuilder:
         self._body: Optional[bytes] = None  # built once, at the first commit
         self._outcome: Optional[str] = None  # None (not sent / unknown), "committed", "rejected"
         self._uncertain = False  # an earlier attempt may have reached the broker
+        self._acked: List[Tuple[Any, str]] = []  # (message, status) of the ack operations
 
     def __repr__(self) -> str:
         state = ""
@@ -121,7 +123,8 @@ class TransactionBuilder:
                 ``errorMessage`` (without it the broker writes ``"Unknown error"``).
 
         Raises:
-            InvalidInputError: a bad message, status or context, or the transaction was
+            InvalidInputError: a bad message (also one popped with ``auto_ack(True)``: it
+                has no lease to fence the ack), status or context, or the transaction was
                 already sent (nothing added).
 
         Wire: each message becomes ``{"type": "ack", transactionId, partitionId, status,
@@ -135,9 +138,13 @@ class TransactionBuilder:
         lst = items_arg(messages, "transaction ack()")
         if not lst:
             raise InvalidInputError("transaction ack() needs at least one message")
+        for i, m in enumerate(lst):
+            if isinstance(m, Mapping):
+                refuse_unleased("transaction ack() item %d" % i, m)
         ops = [codec.build_tx_ack_op(m, st, resolve_group(m, group), error) for m in lst]
         for op in ops:
             self._add(op)
+        self._acked.extend((m, op["status"]) for m, op in zip(lst, ops))
         return self
 
     def commit(self, retries: int = 0) -> Dict[str, Any]:
@@ -222,6 +229,12 @@ class TransactionBuilder:
                 if self._session.pause(delay):
                     raise ClientClosedError("the Queen client was closed while retrying a transaction commit") from exc
 
+    def _note_acked(self) -> None:
+        """Mark the acked :class:`~queen_sync.Message` objects as settled: a consumer with
+        auto-ack then does not ack a message its handler acked in this transaction."""
+        for m, st in self._acked:
+            note_settled(m, st)
+
     def _send(self) -> Dict[str, Any]:
         """One commit attempt with the built body; updates the builder's outcome."""
         assert self._body is not None
@@ -240,11 +253,13 @@ class TransactionBuilder:
             raise
         if doc.get("success") is True:
             self._outcome = "committed"
+            self._note_acked()
             return doc
         err = doc.get("error")
         verdict = _tx_retry_verdict(err, doc, self._ops) if had_uncertain else None
         if verdict is not None:
             self._outcome = "committed"
+            self._note_acked()
             log.info("transaction retry refused by the broker (%s): %s", err, verdict)
             raise TransactionError(
                 "transaction retry refused by the broker: %s; %s" % (err, verdict),

@@ -64,7 +64,7 @@ def test_renewal_keeps_the_lease_of_a_slow_handler(client: Queen, qname: str) ->
     stolen = handler.stolen
 
     res = (
-        client.queue(qname).group("g").renew_lease(True, 300).limit(1).idle_millis(10000).consume(handler)
+        client.queue(qname).group("g").renew_lease(True, 500).limit(1).idle_millis(10000).consume(handler)
     )
     handler.stop_watching()
     assert stolen == []  # nobody else got the message while the handler ran

@@ -5,6 +5,7 @@ layer's :func:`~queen_sync.wire.messages.pop`), ack / ack batch / release of the
 popped (:meth:`Broker.ack_popped`: the codec's ack bodies on the wire layer's ack routes, the
 bodies :func:`queen_sync.acks.ack` sends for them), lease renewal (:func:`queen_sync.acks.renew`), binding
 popped messages so a handler can record traces on them (:func:`queen_sync.tracing.trace`),
+whether a handler acked its message itself (:func:`~queen_sync.message.settled_status`),
 the client's ``closed`` flag, all through the client's :class:`~queen_sync._session.Session`;
 and :class:`BuilderSettings`, the plain record of consume settings a queue builder hands the
 consumer (the builder makes it: nothing here knows the builder). Every other module of the
@@ -26,11 +27,12 @@ from .. import acks as acks_calls
 from .. import codec, tracing
 from .._session import Session
 from .._validate import resolve_group
+from ..message import settled_count, settled_status
 from ..tracing import Message as BoundMessage
 from ..wire import messages as wire_messages
 from ..wire.messages import PopSpec
 
-__all__ = ["Broker", "BuilderSettings", "PopSpec"]
+__all__ = ["Broker", "BuilderSettings", "PopSpec", "settled_count", "settled_status"]
 
 Message = Dict[str, Any]
 

@@ -188,25 +188,31 @@ class Fetchers:
 
     def _dispatch(self, popped: List[Message]) -> None:
         """Split one pop per partition into lanes (or release it when stopping)."""
-        # handlers get queen_sync.Message objects (dicts that can record traces on themselves)
-        messages = self._broker.bind(popped)
-        groups: List[Tuple[Any, List[Message]]]
+        # handlers get queen_sync.Message objects (copies that can ack and trace themselves);
+        # the consumer keeps the pop reply's own dicts to ack from (see Unit)
+        given = cast(List[Message], self._broker.bind(popped))
+        groups: List[Tuple[Any, List[Message], List[Message]]]
         try:
-            pids = set(map(_PARTITION_ID, messages))  # one pass in C (no Python call per message)
+            pids = set(map(_PARTITION_ID, popped))  # one pass in C (no Python call per message)
         except KeyError:
             pids = set()
         if len(pids) == 1 and next(iter(pids)):
-            groups = [(next(iter(pids)), cast(List[Message], messages))]  # a pop of one partition (the common case)
+            groups = [(next(iter(pids)), popped, given)]  # a pop of one partition (the common case)
         else:
-            by_pid: "collections.OrderedDict[Any, List[Message]]" = collections.OrderedDict()
-            for m in messages:
-                by_pid.setdefault(m.get("partitionId") or m.get("partition"), []).append(m)
-            groups = list(by_pid.items())
+            by_pid: "collections.OrderedDict[Any, Tuple[List[Message], List[Message]]]" = collections.OrderedDict()
+            for m, g in zip(popped, given):
+                key = m.get("partitionId") or m.get("partition")
+                entry = by_pid.get(key)
+                if entry is None:
+                    entry = by_pid[key] = ([], [])
+                entry[0].append(m)
+                entry[1].append(g)
+            groups = [(pid, ms, gs) for pid, (ms, gs) in by_pid.items()]
         release: List[Unit] = []
         with self._st.lock:
-            self._st.outstanding += len(messages)
+            self._st.outstanding += len(popped)
             units = []
-            for pid, msgs in groups:
+            for pid, msgs, gvn in groups:
                 lid = msgs[0].get("leaseId") or ""
                 lease = None
                 if lid:
@@ -218,12 +224,12 @@ class Fetchers:
                             self._st.lock.notify_all()  # the renewer may sleep past its first renewal
                     lease.outstanding[pid] = lease.outstanding.get(pid, 0) + len(msgs)
                     lease.popped.append(msgs)
-                units.append(Unit(pid, msgs, lease))
+                units.append(Unit(pid, msgs, lease, gvn))
             if self._st.stopping:
                 release = units
             else:
                 self._lanes.put_locked(units)
         if release:
-            log.debug("consumer of queue %r is stopping: releasing %d message(s) popped meanwhile", self._st.queue, len(messages))
+            log.debug("consumer of queue %r is stopping: releasing %d message(s) popped meanwhile", self._st.queue, len(popped))
             self._acks.release_units(release)
 

@@ -15,7 +15,12 @@ text (the ack itself: ``_acks``); in ``each()`` mode the later messages of a nac
 partition in the same pop are skipped (the broker redelivers them). Every handler failure is
 logged at WARNING with its traceback and the message ids (queue, partition, transactionId;
 never payloads). ``auto_ack(False)`` leaves acks to the handler (a handler exception then
-stops the consumer and is re-raised). Callbacks: ``on_success(cb)`` runs after the handler
+stops the consumer and is re-raised). Under auto-ack, a message the handler acked or nacked
+itself (the broker accepted it) is not acked again, and counts as acked / nacked; if that
+released the partition (a nack) the rest of the handler's messages count as lost and the
+rest of the unit is skipped, as after the consumer's own nack. The handler gets copies
+(``Unit.given``); acks are made from the pop reply's dicts, so what the handler does to its
+message cannot change them. Callbacks: ``on_success(cb)`` runs after the handler
 returns, ``on_error(cb)`` when the handler (or on_success) raises. Without an explicit
 ``auto_ack()`` they turn auto-ack off (the callbacks ack); with ``auto_ack(True)`` both hold:
 the callback runs, then the consumer acks (``completed`` after on_success) or nacks
@@ -30,7 +35,8 @@ import time
 from typing import Any, Callable, Deque, Dict, List, Optional
 
 from ._acks import Acks
-from ._log import MAX_IDS_LOGGED, log, more
+from ._calls import settled_count, settled_status
+from ._log import MAX_IDS_LOGGED, ids, log, more
 from ._state import TICK_S, ConsumerState, Message, Unit
 
 __all__ = ["Lane", "Lanes", "MAX_ERROR_TEXT"]
@@ -93,6 +99,7 @@ class Lanes:
         self._group = group
         self._lanes: Dict[Any, Lane] = {}
         self._runq: Deque[Lane] = collections.deque()
+        self._warned_own_ack = False  # the INFO line about a handler acking itself, once
 
     def put_locked(self, units: List[Unit]) -> None:
         """Queue each unit on its partition's lane, behind the ones already there (wakes one
@@ -174,9 +181,9 @@ class Lanes:
                     self._st.resolve(unit.msgs[unit.pos:], unit, handled=False, lost=True)
                     unit.pos = len(unit.msgs)
                     return
-                m = unit.msgs[unit.pos]
+                i = unit.pos
                 unit.pos += 1
-                if not self._deliver(m, [m], unit):
+                if not self._deliver(unit.given[i], [unit.msgs[i]], unit, i):
                     if lease is not None and lease.lost:
                         continue  # the rest is lost (resolved at the top of the loop)
                     rest = unit.msgs[unit.pos:]
@@ -192,19 +199,21 @@ class Lanes:
                 self._st.resolve(unit.msgs, unit, handled=False, lost=True)
                 unit.pos = len(unit.msgs)
                 return
-            msgs = unit.msgs
-            unit.pos = len(msgs)
-            arg: Any = msgs[0] if (self._single_when_one and len(msgs) == 1) else list(msgs)
-            self._deliver(arg, msgs, unit)
+            given = unit.given
+            unit.pos = len(given)
+            arg: Any = given[0] if (self._single_when_one and len(given) == 1) else list(given)
+            self._deliver(arg, unit.msgs, unit, 0)
 
 
-    def _deliver(self, arg: Any, msgs: List[Message], unit: Unit) -> bool:
-        """Call the handler (and callbacks), then ack. False when the partition's lease was
-        released by a nack (the rest of the unit must be skipped)."""
+    def _deliver(self, arg: Any, msgs: List[Message], unit: Unit, first: int) -> bool:
+        """Call the handler (and callbacks) with ``arg`` (made of the handler's copies of
+        ``msgs``, ``unit.given[first:first + len(msgs)]``), then ack ``msgs``. False when the
+        partition's lease was released by a nack (the rest of the unit must be skipped)."""
         with self._st.lock:
             self._st.stats.handled += len(msgs)
             self._st.handlers_running += 1
             self._st.last_activity = time.monotonic()
+        settled_before = settled_count()
         try:
             try:
                 result = self._handler(arg)
@@ -233,13 +242,13 @@ class Lanes:
                         exc_info=exc2,
                     )
                     if self._auto_ack:
-                        self._acks.ack(msgs, unit, False, text)
+                        self._settle(first, msgs, unit, False, text, settled_before)
                     else:
                         self._st.resolve(msgs, unit)
                     self._st.fail(exc2)
                     return True
                 if self._auto_ack:
-                    return self._acks.ack(msgs, unit, False, text)
+                    return self._settle(first, msgs, unit, False, text, settled_before)
                 self._st.resolve(msgs, unit)
                 return True
             if not self._auto_ack:
@@ -248,12 +257,63 @@ class Lanes:
                 self._st.fail(exc)
                 return True
             self._log_handler_failure(exc, msgs, "nacking them (the broker retries, then dead-letters)")
-            return self._acks.ack(msgs, unit, False, text)
+            return self._settle(first, msgs, unit, False, text, settled_before)
         if self._auto_ack:
-            self._acks.ack(msgs, unit, True, None)
+            # False only when the handler released the partition itself (a lost lease is
+            # read from the lease at the top of the each() loop)
+            return self._settle(first, msgs, unit, True, None, settled_before)
         else:
             self._st.resolve(msgs, unit)
         return True
+
+    def _settle(
+        self, first: int, msgs: List[Message], unit: Unit, ok: bool, error: Optional[str], settled_before: int
+    ) -> bool:
+        """The auto-ack after a handler call: ack (``ok``) or nack ``msgs``, except those the
+        handler acked or nacked itself (``msg.ack()``, ``Queen.ack(msg)``, a committed
+        transaction's ack: the broker accepted it, see :func:`queen_sync.message.note_settled`).
+        Those are not acked again (a second ack is refused, or counted twice against the
+        partition's batch), and count in ``acked`` (status ``completed``) or ``nacked`` (any
+        other). If the handler's own ack released the partition (a nack, ``retry``), the
+        others cannot be acked any more: they count as ``lost`` (the broker redelivers them)
+        and False is returned, as after a nack. Returns what :meth:`Acks.ack` returns."""
+        if settled_count() == settled_before:  # no ack of a Message anywhere meanwhile: the common case
+            return self._acks.ack(msgs, unit, ok, error)
+        own = [settled_status(g) for g in unit.given[first:first + len(msgs)]]
+        if not any(own):
+            return self._acks.ack(msgs, unit, ok, error)
+        done = [m for m, st in zip(msgs, own) if st]
+        rest = [m for m, st in zip(msgs, own) if not st]
+        completed = sum(1 for st in own if st == "completed")
+        released = any(st in ("failed", "retry") for st in own)
+        if not self._warned_own_ack:
+            self._warned_own_ack = True
+            log.info(
+                "the handler of the consumer of queue %r acks messages itself while auto-ack is on: the consumer "
+                "does not ack those again (use .auto_ack(False) to leave every ack to the handler): %s",
+                self._st.queue,
+                ids(done),
+            )
+        with self._st.lock:
+            self._st.stats.acked += completed
+            self._st.stats.nacked += len(done) - completed
+            if released and unit.lease is not None:
+                unit.lease.released.add(unit.pid)
+            self._st.resolve_locked(done, unit)
+            if rest and released:
+                self._st.resolve_locked(rest, unit, lost=True)
+        if rest and released:
+            log.warning(
+                "the handler nacked or released some messages of its call itself (which releases the partition's "
+                "lease): the %d other(s) cannot be %sed, the broker redelivers them: %s",
+                len(rest),
+                "ack" if ok else "nack",
+                ids(rest),
+            )
+            return False
+        if rest:
+            return self._acks.ack(rest, unit, ok, error)
+        return not released
 
     def _log_handler_failure(self, exc: BaseException, msgs: List[Message], then: str) -> None:
         """One WARNING per failed handler call, with the traceback; message ids only (queue,

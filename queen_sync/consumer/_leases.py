@@ -30,7 +30,7 @@ from ._log import MAX_IDS_LOGGED, log, more
 from ._outage import backoff, transient
 from ._state import ConsumerState, Lease
 
-__all__ = ["DEFAULT_RENEW_INTERVAL_MILLIS", "Renewer"]
+__all__ = ["DEFAULT_RENEW_INTERVAL_MILLIS", "MIN_RENEW_INTERVAL_MILLIS", "MIN_RENEW_SECONDS", "Renewer"]
 
 #: Default lease-renewal interval of ``renew_lease(True)``, in milliseconds.
 DEFAULT_RENEW_INTERVAL_MILLIS = 10_000
@@ -38,6 +38,11 @@ DEFAULT_RENEW_INTERVAL_MILLIS = 10_000
 MIN_RENEW_SECONDS = 5
 #: Longest delay between a pop and the first renewal of its lease, in seconds.
 FIRST_RENEW_S = 0.5
+#: Shortest ``renew_lease()`` interval, in milliseconds. A shorter one adds requests and no
+#: safety: the broker counts leases in whole seconds (``leaseTime`` >= 1 s), the first
+#: renewal is sent at most ``FIRST_RENEW_S`` after the pop whatever the interval, and every
+#: renewal asks for at least ``MIN_RENEW_SECONDS``.
+MIN_RENEW_INTERVAL_MILLIS = int(FIRST_RENEW_S * 1000)
 
 
 class Renewer:

@@ -48,8 +48,12 @@ class ConsumeResult:
     Attributes:
         handled: messages delivered to the handler (failures included).
         failed: messages whose handler call raised.
-        acked: messages the consumer acked ``completed`` and the broker accepted (auto-ack).
-        nacked: messages the consumer nacked ``failed`` and the broker accepted (auto-ack).
+        acked: messages the consumer acked ``completed`` and the broker accepted (auto-ack),
+            and those the handler acked ``completed`` itself under auto-ack (``msg.ack()``,
+            ``Queen.ack(msg)``, a committed transaction's ack), which the consumer does not
+            ack again.
+        nacked: messages the consumer nacked ``failed`` and the broker accepted (auto-ack),
+            and those the handler nacked (or acked with another status) itself under auto-ack.
         ack_failures: acks / nacks / releases the broker refused or that could not be sent
             (each logged with the message ids).
         ack_uncertain: ``completed`` acks whose reply was lost and that were not resent (see
@@ -126,13 +130,19 @@ class Lease:
 
 
 class Unit:
-    """The messages of one partition from one pop, handled in order."""
+    """The messages of one partition from one pop, handled in order.
 
-    __slots__ = ("pid", "msgs", "lease", "pos", "unsure", "unconfirmed")
+    ``msgs`` are the dicts of the pop reply, which the consumer acks, releases and logs;
+    ``given`` the same messages as the handler gets them (bound ``queen_sync.Message``
+    copies, one per message in the same order). A handler that changes its message
+    (``m.clear()``, ``m["leaseId"] = ...``) thus cannot change what its ack sends."""
 
-    def __init__(self, pid: Any, msgs: List[Message], lease: Optional[Lease]) -> None:
+    __slots__ = ("pid", "msgs", "given", "lease", "pos", "unsure", "unconfirmed")
+
+    def __init__(self, pid: Any, msgs: List[Message], lease: Optional[Lease], given: Optional[List[Message]] = None) -> None:
         self.pid = pid
         self.msgs = msgs
+        self.given = msgs if given is None else given
         self.lease = lease
         self.pos = 0  # index of the first message not yet given to the handler
         # acks of this unit whose reply was lost and that were not resent: ``unsure`` may be

@@ -108,7 +108,7 @@ class Command(BaseCommand):
             "--renew-lease-millis",
             type=_positive,
             default=None,
-            help="renew leases of unfinished messages every this many milliseconds",
+            help="renew leases of unfinished messages every this many milliseconds (at least 500)",
         )
         parser.add_argument("--subscription-mode", choices=["all", "new"], default=None)
         parser.add_argument("--subscription-from", default=None, help='"now" or an ISO-8601 timestamp')
