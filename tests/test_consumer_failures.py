@@ -162,5 +162,9 @@ def test_broker_restart_mid_consume_loses_nothing(embedded_broker: Any, caplog: 
         assert res.acked + res.ack_failures + res.ack_uncertain >= len(pushed)
         assert client.queue(qname).group("g").batch(50).partitions(8).pop() == []
         msgs = [r for r in caplog.records if r.name == "queen_sync.consumer"]
-        assert sum("cannot reach" in r.getMessage() for r in msgs) == 1
-        assert sum("answers again" in r.getMessage() for r in msgs) == 1
+        # each outage is logged once when it starts and once when it ends. Usually that is one
+        # outage; a broker that answers a last request while it stops makes the first end early
+        # and a second begin, so the pairs are checked, not their number.
+        events = ["down" if "cannot reach" in r.getMessage() else "up"
+                  for r in msgs if "cannot reach" in r.getMessage() or "answers again" in r.getMessage()]
+        assert events and events == ["down", "up"] * (len(events) // 2), events
