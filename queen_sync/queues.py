@@ -23,7 +23,6 @@ import copy
 import datetime as _dt
 from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Union, cast, overload
 
-from . import codec
 from ._session import Session
 from ._validate import (
     bool_arg,
@@ -35,12 +34,13 @@ from ._validate import (
     validate_label,
     validate_name,
 )
-from .consumer import MIN_RENEW_INTERVAL_MILLIS, MIN_RENEW_SECONDS, BuilderSettings, ConsumeResult, Consumer
+from .consumer import BuilderSettings, ConsumeResult, Consumer, renew_interval
 from .dlq import DLQBuilder
-from .errors import BrokerError, InvalidInputError, QueenError
+from .errors import InvalidInputError
 from .message import bind_messages
 from .options import QUEUE_OPTION_DEFAULTS, check_options, update_queue_config
 from .producer import BufferOptions
+from .pushing import push_now
 from .wire import messages as wire_messages
 from .wire.messages import PopSpec
 from .wire import resources as wire_resources
@@ -48,31 +48,6 @@ from .wire import resources as wire_resources
 __all__ = ["QueueBuilder"]
 
 Message = Dict[str, Any]
-
-
-def _repush_items(items: List[Mapping[str, Any]], ids: List[str]) -> List[Dict[str, Any]]:
-    """Pushed items as push() items again, with the transactionIds they were sent with:
-    ``{"payload", "transactionId", "traceId"?}``."""
-    out = []
-    for item, tx in zip(items, ids):
-        again = {"payload": item["data"] if "data" in item else item["payload"], "transactionId": tx}
-        trace = item.get("traceId")
-        if trace is not None:
-            again["traceId"] = trace
-        out.append(again)
-    return out
-
-
-def _failed_items_error(results: List[Dict[str, Any]], status: int) -> BrokerError:
-    """The error of a push whose reply holds ``failed`` items (``.body``: all the results)."""
-    failed = [r for r in results if r.get("status") == "failed"]
-    return BrokerError(
-        "%d of %d pushed items failed: %s"
-        % (len(failed), len(results), ", ".join(sorted({str(r.get("error")) for r in failed}))),
-        status=status,
-        error=failed[0].get("error"),
-        body=results,
-    )
 
 
 def _subscription_from(value: Any) -> str:
@@ -332,18 +307,8 @@ class QueueBuilder:
             # buffered: see buffer() and queen_sync/producer/
             self._session.check_open()
             return self._session.producer.push(self._name, self._partition, lst, self._buffer)
-        # unbuffered; also a buffered push in a uWSGI master before it forks (producer.py "Fork")
-        body, ids = codec.encode_push(self._name, self._partition, lst, nan_as_null=self._session.nan_as_null)
-        try:
-            results, status, failed = wire_messages.push(
-                self._session, body, queue=self._name, partition=self._partition, count=len(lst)
-            )
-            if failed:  # counted by the reply check: no pass over the results when none failed
-                raise _failed_items_error(results, status)
-        except QueenError as exc:
-            exc.items = _repush_items(lst, ids)  # the safe re-push: same transactionIds (README "Retries")
-            raise
-        return results
+        # unbuffered; also a buffered push in a uWSGI master before it forks (producer "Fork")
+        return push_now(self._session, self._name, self._partition, lst)
 
     def buffer(
         self,
@@ -382,20 +347,8 @@ class QueueBuilder:
         Raises:
             InvalidInputError: a bad option value.
         """
-        if isinstance(message_count, Mapping):
-            opts = dict(message_count)
-            unknown = set(opts) - {"message_count", "time_millis", "max_bytes", "max_messages", "block_timeout_millis"}
-            if unknown:
-                raise InvalidInputError("unknown buffer option(s) %s" % sorted(map(str, unknown)))
-            return self._with(_buffer=BufferOptions(**opts))
         return self._with(
-            _buffer=BufferOptions(
-                message_count=message_count,
-                time_millis=time_millis,
-                max_bytes=max_bytes,
-                max_messages=max_messages,
-                block_timeout_millis=block_timeout_millis,
-            )
+            _buffer=BufferOptions.of(message_count, time_millis, max_bytes, max_messages, block_timeout_millis)
         )
 
     def flush(self, timeout_millis: Optional[int] = None) -> int:
@@ -499,18 +452,7 @@ class QueueBuilder:
                 500..31536000000 **milliseconds** (nothing is sent).
 
         Wire: ``POST /api/v1/lease/{leaseId}/extend`` ``{"seconds": N}``."""
-        bool_arg("renew_lease enabled", enabled)
-        if interval_millis is not None:
-            if isinstance(interval_millis, int) and not isinstance(interval_millis, bool) and interval_millis < MIN_RENEW_INTERVAL_MILLIS:
-                raise InvalidInputError(
-                    "renew_lease interval_millis is in milliseconds and must be >= %d, got %d ms: a shorter "
-                    "interval only adds requests (the first renewal is sent within %d ms of the pop anyway, and "
-                    "each renewal extends the lease by at least %d s)"
-                    % (MIN_RENEW_INTERVAL_MILLIS, interval_millis, MIN_RENEW_INTERVAL_MILLIS, MIN_RENEW_SECONDS)
-                )
-            int_arg("interval_millis", interval_millis, MIN_RENEW_INTERVAL_MILLIS)
-        default = self._session.consumers.default_renew_interval_millis
-        interval = (default if interval_millis is None else interval_millis) if enabled else None
+        interval = renew_interval(enabled, interval_millis, self._session.consumers.default_renew_interval_millis)
         return self._with(_renew=enabled, _renew_interval=interval)
 
     def on_success(self, callback: Callable[[Any, Any], Any]) -> "QueueBuilder":

@@ -59,7 +59,7 @@ from __future__ import annotations
 from ._calls import BuilderSettings
 from ._consumer import DEFAULT_DRAIN_TIMEOUT_MILLIS, DEFAULT_DRAIN_TIMEOUT_SECONDS, Consumer
 from ._fetching import POLL_CAP_MILLIS
-from ._leases import DEFAULT_RENEW_INTERVAL_MILLIS, MIN_RENEW_INTERVAL_MILLIS, MIN_RENEW_SECONDS
+from ._leases import DEFAULT_RENEW_INTERVAL_MILLIS, MIN_RENEW_INTERVAL_MILLIS, MIN_RENEW_SECONDS, renew_interval
 from ._outage import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS
 # in_consumer_thread / stop_consumers_for_close are for Queen.close(); _consumers_of for tests
 from ._registry import _consumers_of, in_consumer_thread, stop_consumers_for_close  # noqa: F401
@@ -72,6 +72,7 @@ __all__ = [
     "DEFAULT_RENEW_INTERVAL_MILLIS",
     "MIN_RENEW_INTERVAL_MILLIS",
     "MIN_RENEW_SECONDS",
+    "renew_interval",
     "DEFAULT_DRAIN_TIMEOUT_MILLIS",
     "DEFAULT_DRAIN_TIMEOUT_SECONDS",
     "POLL_CAP_MILLIS",

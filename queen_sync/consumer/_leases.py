@@ -22,15 +22,16 @@ from __future__ import annotations
 import datetime
 import math
 import time
-from typing import Any
+from typing import Any, Optional
 
-from ..errors import ClientClosedError, LeaseError
+from .._validate import bool_arg, int_arg
+from ..errors import ClientClosedError, InvalidInputError, LeaseError
 from ._calls import Broker
 from ._log import MAX_IDS_LOGGED, log, more
 from ._outage import backoff, transient
 from ._state import ConsumerState, Lease
 
-__all__ = ["DEFAULT_RENEW_INTERVAL_MILLIS", "MIN_RENEW_INTERVAL_MILLIS", "MIN_RENEW_SECONDS", "Renewer"]
+__all__ = ["DEFAULT_RENEW_INTERVAL_MILLIS", "MIN_RENEW_INTERVAL_MILLIS", "MIN_RENEW_SECONDS", "Renewer", "renew_interval"]
 
 #: Default lease-renewal interval of ``renew_lease(True)``, in milliseconds.
 DEFAULT_RENEW_INTERVAL_MILLIS = 10_000
@@ -43,6 +44,29 @@ FIRST_RENEW_S = 0.5
 #: renewal is sent at most ``FIRST_RENEW_S`` after the pop whatever the interval, and every
 #: renewal asks for at least ``MIN_RENEW_SECONDS``.
 MIN_RENEW_INTERVAL_MILLIS = int(FIRST_RENEW_S * 1000)
+
+
+def renew_interval(enabled: Any, interval_millis: Optional[int], default_millis: int) -> Optional[int]:
+    """The renewal interval of ``renew_lease(enabled, interval_millis)``, in milliseconds
+    (``None`` when renewal is off; ``default_millis`` when no interval is given).
+
+    Raises:
+        InvalidInputError: ``enabled`` not a bool, or ``interval_millis`` not an int of
+            ``MIN_RENEW_INTERVAL_MILLIS``..31536000000 milliseconds.
+    """
+    bool_arg("renew_lease enabled", enabled)
+    if interval_millis is not None:
+        if isinstance(interval_millis, int) and not isinstance(interval_millis, bool) and interval_millis < MIN_RENEW_INTERVAL_MILLIS:
+            raise InvalidInputError(
+                "renew_lease interval_millis is in milliseconds and must be >= %d, got %d ms: a shorter "
+                "interval only adds requests (the first renewal is sent within %d ms of the pop anyway, and "
+                "each renewal extends the lease by at least %d s)"
+                % (MIN_RENEW_INTERVAL_MILLIS, interval_millis, MIN_RENEW_INTERVAL_MILLIS, MIN_RENEW_SECONDS)
+            )
+        int_arg("interval_millis", interval_millis, MIN_RENEW_INTERVAL_MILLIS)
+    if not enabled:
+        return None
+    return default_millis if interval_millis is None else interval_millis
 
 
 class Renewer:

@@ -4,7 +4,7 @@ bound), checked when they are made (:meth:`QueueBuilder.buffer`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from .._validate import int_arg
 from ..errors import InvalidInputError
@@ -51,3 +51,32 @@ class BufferOptions:
                 raise InvalidInputError(
                     "max_messages (%d) must be >= message_count (%d)" % (self.max_messages, self.message_count)
                 )
+
+    @classmethod
+    def of(
+        cls,
+        message_count: Any = 100,
+        time_millis: int = 1000,
+        max_bytes: int = 1 << 20,
+        max_messages: Optional[int] = None,
+        block_timeout_millis: int = 10000,
+    ) -> "BufferOptions":
+        """The options of ``QueueBuilder.buffer(...)``'s arguments; ``message_count`` may also
+        be a dict of them (official-client style ``{"message_count": .., "time_millis": ..}``).
+
+        Raises:
+            InvalidInputError: an unknown key in that dict, or a bad value.
+        """
+        if isinstance(message_count, Mapping):
+            opts = dict(message_count)
+            unknown = set(opts) - {"message_count", "time_millis", "max_bytes", "max_messages", "block_timeout_millis"}
+            if unknown:
+                raise InvalidInputError("unknown buffer option(s) %s" % sorted(map(str, unknown)))
+            return cls(**opts)
+        return cls(
+            message_count=message_count,
+            time_millis=time_millis,
+            max_bytes=max_bytes,
+            max_messages=max_messages,
+            block_timeout_millis=block_timeout_millis,
+        )
