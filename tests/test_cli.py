@@ -286,14 +286,20 @@ def piped_into_head(env: Dict[str, str], *args: str, timeout: float = 15) -> Run
     the whole process group is killed when it outlives ``timeout`` seconds."""
     line = "set -o pipefail; %s -m queen_sync %s | head -1" % (
         shlex.quote(sys.executable), " ".join(shlex.quote(a) for a in args))
+    # faulthandler on: a CLI that hangs is sent SIGABRT first, so that the failure shows where
+    # each of its threads was (seen once in CI, never reproduced)
     proc = subprocess.Popen(["bash", "-c", line], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+                            env=dict(env, PYTHONFAULTHANDLER="1"), start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail("queen-sync %s | head -1 did not exit within %s s" % (" ".join(args), timeout))
+        os.killpg(proc.pid, signal.SIGABRT)
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+        pytest.fail("queen-sync %s | head -1 did not exit within %s s; its stderr:\n%s" % (" ".join(args), timeout, err))
     return Run(subprocess.CompletedProcess(line, proc.returncode, out, err))
 
 
