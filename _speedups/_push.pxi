@@ -384,7 +384,7 @@ cdef object _encode_push_spliced(object queue, object partition, list seq, bint 
                                  bint whole_body, list ids):
     """The push body (``whole_body``) or fragment of ``seq`` when every item is an exact
     dict holding only ``data`` / ``payload``; ``None`` (nothing observable done) otherwise.
-    Appends the minted ids to ``ids`` when it is a list."""
+    Appends the minted ids to ``ids``."""
     cdef Py_ssize_t n = len(seq)
     cdef Py_ssize_t heads = 1 if partition is None else 2
     cdef Py_ssize_t parts = heads + n
@@ -483,8 +483,7 @@ cdef object _encode_push_spliced(object queue, object partition, list seq, bint 
             w += spans[2 * k + 1] - spans[2 * k]
             w = _put(w, _KTX)
             _uuid7_into(<unsigned char*>w, ms, rnd + 10 * i)
-            if ids is not None:
-                ids.append(_ascii_str(w, 36))
+            ids.append(_ascii_str(w, 36))
             w += 36
             w = _put(w, _KEND)
         if whole_body:
@@ -556,7 +555,6 @@ cdef object _encode_push_seq(object queue, object partition, object items, objec
     else:
         frag = _encode_wire(wire, wire, nan_as_null, payloads)
         body = frag[1:len(frag) - 1]
-    if ids is not None:
-        for item in wire:
-            ids.append((<dict>item)[_K_TX])
+    for item in wire:
+        ids.append((<dict>item)[_K_TX])
     return body

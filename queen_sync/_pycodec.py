@@ -267,7 +267,7 @@ def encode_json(obj: Any, nan_as_null: bool = False) -> bytes:
         body = _json.dumps(obj, nan_as_null)
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _json.encode_error_text(exc, obj)) from None
-    if b"\\u0000" in body and _json.has_nul_escape(body):
+    if _json.has_nul_escape(body):
         raise InvalidInputError("payload cannot be sent: %s" % _json.nul_error_text(obj))
     return body
 

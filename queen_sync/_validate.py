@@ -289,13 +289,7 @@ def validate_name(kind: str, value: Any) -> str:
         InvalidInputError: not a non-empty str of ``[A-Za-z0-9._~-]``, ``"."`` / ``".."``, or
             longer than 255 characters.
     """
-    if not isinstance(value, str) or not value:
-        raise InvalidInputError("%s name must be a non-empty str, got %r" % (kind, value))
-    if len(value) > MAX_NAME_LENGTH:
-        raise InvalidInputError(
-            "%s name is %d characters long; a Queen broker stores at most %d (%r...)"
-            % (kind, len(value), MAX_NAME_LENGTH, value[:40])
-        )
+    validate_label(kind + " name", value)  # non-empty str within the broker's VARCHAR(255)
     if value in (".", ".."):
         raise InvalidInputError(
             "%s name %r is not valid: '.' and '..' are not valid names, a URL path would collapse them"
