@@ -83,3 +83,69 @@ def test_prefetch_keeps_the_limit(client: Queen, qname: str) -> None:
     res = consumer.result
     assert (res.reason, res.handled, res.acked) == ("limit", 3, 3), res
     assert len(seen) == 3
+
+
+def _record_pops(monkeypatch: Any) -> List[Any]:
+    """Record ``(thread name, wait, messages)`` of every pop any consumer makes."""
+    from queen_sync.consumer import _calls
+
+    pops: List[Any] = []
+    real = _calls.Broker.pop
+
+    def pop(self: Any, spec: Any) -> Any:
+        got = real(self, spec)
+        pops.append((threading.current_thread().name, spec.wait, len(got)))
+        return got
+
+    monkeypatch.setattr(_calls.Broker, "pop", pop)
+    return pops
+
+
+def test_a_worker_with_nothing_queued_pops_itself(client: Queen, qname: str, monkeypatch: Any) -> None:
+    # one fetcher, one worker, fast handler: after its unit the worker finds nothing queued
+    # and no fetcher's pop on its way, so it pops (no long poll) instead of waking the
+    # fetcher and waiting for it; order within each partition and exactly-once still hold
+    pops = _record_pops(monkeypatch)
+    _push(client, qname, 5, 10)
+    seen: List[Any] = []
+    res = client.queue(qname).group("g").batch(10).concurrency(1).limit(50).idle_millis(10000).consume(
+        lambda msgs: seen.extend((m["data"]["p"], m["data"]["i"]) for m in msgs)
+    )
+    assert (res.reason, res.handled, res.acked) == ("limit", 50, 50), res
+    assert sorted(seen) == [(p, i) for p in range(5) for i in range(10)]
+    for p in range(5):
+        assert [i for q, i in seen if q == p] == list(range(10))
+    by_worker = [x for x in pops if "-worker-" in x[0]]
+    assert by_worker and all(wait is False for _, wait, _ in by_worker), pops
+    assert sum(n for _, _, n in by_worker) >= 10, pops
+
+
+def test_no_worker_pops_on_a_trickle(client: Queen, qname: str, monkeypatch: Any) -> None:
+    # messages arriving one at a time: every pop brings less than it asked for (no backlog),
+    # so the workers never pop themselves (each would come back empty): one long poll per
+    # arrival, as before workers could pop
+    pops = _record_pops(monkeypatch)
+    handled = []
+    cond = threading.Condition()
+
+    def handler(msgs: List[Any]) -> None:
+        with cond:
+            handled.extend(m["data"]["i"] for m in msgs)
+            cond.notify_all()
+
+    consumer = client.queue(qname).group("g").batch(4).concurrency(2).idle_millis(10000).consume(
+        handler, background=True
+    )
+    try:
+        for i in range(4):
+            client.queue(qname).push({"data": {"i": i}})
+            with cond:
+                assert cond.wait_for(lambda: len(handled) == i + 1, 10)
+        deadline = time.monotonic() + 10
+        while consumer.result.acked < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        consumer.stop()
+        assert consumer.join(30)
+    assert handled == [0, 1, 2, 3] and consumer.result.acked == 4
+    assert [x for x in pops if "-worker-" in x[0]] == [], pops

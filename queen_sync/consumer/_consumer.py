@@ -146,6 +146,7 @@ class Consumer:
         )
         self._renewer = None if renew_ms is None else Renewer(self._st, broker, renew_ms, auto_ack)
         self._fetchers = Fetchers(self._st, broker, spec, self._lanes, acks, self._renewer)
+        self._lanes.pop_for_worker = self._fetchers.pop_for_worker
         self._started = False
         self._done = threading.Event()  # every thread of this consumer ended
         self._signals = SignalHook(

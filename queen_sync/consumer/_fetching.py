@@ -3,8 +3,8 @@
 ``concurrency`` **fetchers** pop from the broker (``GET /api/v1/pop/...``). Before a pop a
 fetcher reserves room for ``batch`` messages, so at most ``concurrency × batch`` popped
 messages are held in memory; with ``limit(n)`` it also reserves its share of the limit
-(the limit never overshoots). **Prefetch**: while the workers are busy (popped messages
-not yet finished), a fetcher does not wait for a whole batch of room but pops for the room
+(the limit never overshoots). **Prefetch**: while the workers are busy (handlers
+running), a fetcher does not wait for a whole batch of room but pops for the room
 there is as soon as that is at least half a batch, so a pop is in flight ahead of the
 workers and they do not wait on its round trip (within the same memory bound). Long polls are capped at :data:`POLL_CAP_MILLIS` (and at the
 idle time left) so that a stop is prompt. Fetcher 0 always polls; the others rest after an
@@ -15,6 +15,14 @@ A transient pop failure (connection, timeout, 5xx, 429) is retried forever with 
 logged once as an outage (``_outage``); any other refusal of a pop (authentication, a
 broker error) stops the consumer with that exception. Messages of a pop that comes back
 after a stop request are released at once (ack status ``retry``, ``_acks``).
+
+**A worker's own pop** (:meth:`Fetchers.pop_for_worker`): a worker that has finished its
+unit and finds no lane queued and no fetcher's pop in flight pops itself, under the same
+room and limit rules, without a long poll, and runs the first lane it brings. The room its
+unit freed wakes no fetcher meanwhile (``ConsumerState.room_deferred``); if the worker does
+not pop, it passes that wake on. A hand-off between threads is a context switch and a GIL
+hand-over, and a fetcher's pop costs two (fetcher → worker, freed room → fetcher): more
+client CPU per batch than decoding the pop (``benchmarks/bench_consume.py``).
 """
 
 from __future__ import annotations
@@ -67,39 +75,52 @@ class Fetchers:
         self._acks = acks
         self._renewer = renewer
         self._work_gen = 0  # pops that brought messages (wakes the resting fetchers)
+        self._backlog = False  # the last pop brought all it asked for (a worker may pop next)
+        self._fetching = 0  # fetchers' pops in flight (a worker waits for those, it does not pop)
 
     def _acquire(self) -> int:
-        """Reserve room (and limit budget) for one pop; 0 means the fetcher should end.
-
-        The pop is for ``batch`` messages (less when the limit has less left) once that much
-        room is free; while the workers are busy (popped messages unfinished) it is for the
-        room there is as soon as half of that is free (prefetch: see the module docstring)."""
-        batch = self._spec.batch
+        """Reserve room (and limit budget) for one pop, waiting for it; 0 means the fetcher
+        should end (see :meth:`_reserve_locked`)."""
         with self._st.lock:
             while True:
-                if self._st.stopping:
-                    return 0
-                if self._st.user_stop is not None and self._st.user_stop.is_set():
-                    self._st.request_stop_locked("stopped")  # at once, not at the supervisor's next tick
-                    return 0
-                n = batch
-                if self._st.limit is not None:
-                    left = self._st.limit - self._st.reserved
-                    if left <= 0:
-                        if self._st.stats.handled >= self._st.limit:
-                            self._st.request_stop_locked("limit")
-                            return 0
-                        self._st.room.wait(TICK_S)
-                        continue
-                    n = min(n, left)
-                free = self._st.free_slots
-                if free < n and self._st.outstanding > 0 and 2 * free >= n:
-                    n = free  # prefetch: the workers are busy, do not let them wait on this pop
-                if free >= n:
-                    self._st.free_slots -= n
-                    self._st.reserved += n
-                    return n
+                n = self._reserve_locked()
+                if n != 0:
+                    return max(n, 0)
                 self._st.room.wait(TICK_S)
+
+    def _reserve_locked(self) -> int:
+        """Reserve room (and limit budget) for one pop if there is enough: its size, ``0``
+        (not yet: wait for room) or ``-1`` (stopping: no more pops).
+
+        The pop is for ``batch`` messages (less when the limit has less left) once that much
+        room is free; while handlers are running it is for the room there is as soon as half
+        of that is free (prefetch: see the module docstring)."""
+        if self._st.stopping:
+            return -1
+        if self._st.user_stop is not None and self._st.user_stop.is_set():
+            self._st.request_stop_locked("stopped")  # at once, not at the supervisor's next tick
+            return -1
+        n = self._spec.batch
+        if self._st.limit is not None:
+            left = self._st.limit - self._st.reserved
+            if left <= 0:
+                if self._st.stats.handled >= self._st.limit:
+                    self._st.request_stop_locked("limit")
+                    return -1
+                return 0
+            n = min(n, left)
+        free = self._st.free_slots
+        if free < n and self._st.handlers_running > 0 and 2 * free >= n:
+            # prefetch: handlers are running, do not let their workers wait on this pop (not
+            # for acks in flight: their worker pops itself next, see pop_for_worker)
+            n = free
+        if free < n:
+            return 0
+        self._st.free_slots -= n
+        self._st.reserved += n
+        if self._st.free_slots > 0:
+            self._st.room.notify()  # room is left: the next waiting fetcher may take it
+        return n
 
     def run(self, index: int) -> None:
         """The loop of fetcher ``index`` (0 always polls; see the module docstring)."""
@@ -134,6 +155,7 @@ class Fetchers:
                         continue
                     timeout = max(1, min(timeout, int(math.ceil(idle_left * 1000.0))))
                 self._st.pops_in_flight += 1
+                self._fetching += 1
             pop = replace(spec, batch=n, timeout_millis=timeout)
             t0 = time.monotonic()
             # _pops_in_flight drops only once the outcome is recorded (outage or activity),
@@ -143,6 +165,7 @@ class Fetchers:
             except ClientClosedError:
                 with self._st.lock:
                     self._st.pops_in_flight -= 1
+                    self._fetching -= 1
                     self._st.give_back_locked(n, n)
                     self._st.request_stop_locked("closed")
                 return
@@ -152,7 +175,9 @@ class Fetchers:
                     self._st.outage.failure("pop", exc, t0)
                 with self._st.lock:
                     self._st.pops_in_flight -= 1
+                    self._fetching -= 1
                     self._st.give_back_locked(n, n)
+                    self._backlog = False
                 if not is_transient:
                     log.error("pop from queue %r failed: %s; stopping the consumer", self._st.queue, exc)
                     self._st.fail(exc)
@@ -163,13 +188,16 @@ class Fetchers:
             except BaseException:
                 with self._st.lock:
                     self._st.pops_in_flight -= 1
+                    self._fetching -= 1
                     self._st.give_back_locked(n, n)
                 raise
             attempt = 0
             self._st.outage.success(t0)
             with self._st.lock:
                 self._st.pops_in_flight -= 1
+                self._fetching -= 1
                 self._st.give_back_locked(n - len(messages), n - len(messages))
+                self._backlog = len(messages) >= n
                 gen = self._work_gen
                 if messages:
                     self._work_gen += 1
@@ -186,8 +214,61 @@ class Fetchers:
             elif not spec.wait:
                 self._st.stop_evt.wait(NO_WAIT_PAUSE_S)
 
-    def _dispatch(self, popped: List[Message]) -> None:
-        """Split one pop per partition into lanes (or release it when stopping)."""
+    def pop_for_worker(self) -> bool:
+        """One pop made by a lane worker that has finished its unit and found no lane queued
+        (it would otherwise wait for the next pop); the worker then runs what it brought. Not
+        while a fetcher's pop is in flight: that one was made ahead for the workers.
+
+        In the steady state this saves the two thread hand-offs of a fetcher's pop (the
+        fetcher waking a worker, the worker's freed room waking a fetcher), each a context
+        switch and a GIL hand-over that cost more CPU than decoding the pop. It asks for the
+        room there is (as a fetcher would) without a long poll, and only while the last pop
+        brought all it asked for: a queue with no backlog (an idle consumer, a trickle of
+        messages) is left to the fetchers' long polls, one pop per arrival. A failure is
+        left to the fetchers, whose next pop meets it (backoff, outage log, stop on a
+        refusal): its room goes back and nothing is retried here. Returns True when it
+        brought messages (queued on the lanes).
+
+        Wire: ``GET /api/v1/pop/...`` with ``wait=false`` (see :func:`queen_sync.wire.messages.pop`).
+        """
+        with self._st.lock:
+            if not self._backlog or self._fetching:
+                if self._st.free_slots > 0:
+                    self._st.room.notify()  # the wake the worker's resolve deferred (Lanes.run)
+                return False
+            n = self._reserve_locked()
+            if n <= 0:
+                return False
+            self._st.pops_in_flight += 1
+        t0 = time.monotonic()
+        try:
+            messages = self._broker.pop(replace(self._spec, batch=n, wait=False))
+        except BaseException as exc:
+            with self._st.lock:
+                self._st.pops_in_flight -= 1
+                self._st.give_back_locked(n, n)
+                self._backlog = False
+            if not isinstance(exc, Exception):
+                raise
+            log.debug("a worker's pop from queue %r failed (%s); the fetchers carry on", self._st.queue, exc)
+            return False
+        self._st.outage.success(t0)
+        with self._st.lock:
+            self._st.pops_in_flight -= 1
+            self._st.give_back_locked(n - len(messages), n - len(messages))
+            self._backlog = len(messages) >= n
+            if messages:
+                self._work_gen += 1
+                self._st.last_activity = time.monotonic()
+                self._st.rest.notify_all()  # the resting fetchers poll again
+        if not messages:
+            return False
+        self._dispatch(messages, runner=True)
+        return True
+
+    def _dispatch(self, popped: List[Message], runner: bool = False) -> None:
+        """Split one pop per partition into lanes (or release it when stopping); ``runner``:
+        the calling thread is a worker that runs the first lane queued itself."""
         # handlers get queen_sync.Message objects (copies that can ack and trace themselves);
         # the consumer keeps the pop reply's own dicts to ack from (see Unit)
         given = cast(List[Message], self._broker.bind(popped))
@@ -228,7 +309,7 @@ class Fetchers:
             if self._st.stopping:
                 release = units
             else:
-                self._lanes.put_locked(units)
+                self._lanes.put_locked(units, runner)
         if release:
             log.debug("consumer of queue %r is stopping: releasing %d message(s) popped meanwhile", self._st.queue, len(popped))
             self._acks.release_units(release)

@@ -31,6 +31,7 @@ the callback runs, then the consumer acks (``completed`` after on_success) or na
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional
 
@@ -100,10 +101,13 @@ class Lanes:
         self._lanes: Dict[Any, Lane] = {}
         self._runq: Deque[Lane] = collections.deque()
         self._warned_own_ack = False  # the INFO line about a handler acking itself, once
+        #: a worker with nothing queued after its unit pops itself (Fetchers.pop_for_worker)
+        self.pop_for_worker: Optional[Callable[[], bool]] = None
 
-    def put_locked(self, units: List[Unit]) -> None:
+    def put_locked(self, units: List[Unit], runner: bool = False) -> None:
         """Queue each unit on its partition's lane, behind the ones already there (wakes one
-        idle worker per lane queued)."""
+        idle worker per lane queued, but for one when the caller is a worker that runs a lane
+        next: ``runner``)."""
         queued = 0
         for unit in units:
             lane = self._lanes.get(unit.pid)
@@ -114,7 +118,9 @@ class Lanes:
                 lane.queued = True
                 self._runq.append(lane)
                 queued += 1
-        if queued:
+        if runner:
+            queued -= 1
+        if queued > 0:
             self._st.work.notify(queued)
 
     def take_waiting_locked(self) -> List[Unit]:
@@ -145,6 +151,7 @@ class Lanes:
         """The loop of one worker: run the next lane's first unit, then put the lane back at the
         tail of the run queue if it has more; ends once stopping with no fetcher left and
         nothing queued."""
+        me = threading.get_ident()
         while True:
             with self._st.lock:
                 while not self._runq:
@@ -158,10 +165,14 @@ class Lanes:
                     continue
                 lane.running = True
                 unit = lane.units.popleft()
+                self._st.room_deferred.add(me)
+            finished = False
             try:
                 self._run_unit(unit)
+                finished = True
             finally:
                 with self._st.lock:
+                    self._st.room_deferred.discard(me)
                     lane.running = False
                     if lane.units:
                         lane.queued = True
@@ -169,6 +180,11 @@ class Lanes:
                         self._st.work.notify()
                     else:
                         self._drop_lane_locked(lane)
+                    own_pop = self.pop_for_worker if finished and not self._runq and not self._st.stopping else None
+                    if own_pop is None and self._st.free_slots > 0:
+                        self._st.room.notify()  # the wake its resolve deferred
+            if own_pop is not None:
+                own_pop()  # nothing queued: pop here rather than wait for a fetcher
 
     def _run_unit(self, unit: Unit) -> None:
         lease = unit.lease

@@ -192,6 +192,9 @@ class ConsumerState:
         self.pops_in_flight = 0
         self.handlers_running = 0  # handler / callback calls under way
         self.free_slots = room
+        #: threads of lane workers running a unit: the room they free wakes no fetcher until the
+        #: worker has seen whether it pops itself (Lanes.run, Fetchers.pop_for_worker)
+        self.room_deferred: Set[int] = set()
         self.reserved = 0
         self.outstanding = 0
         self.leases: Dict[str, Lease] = {}
@@ -250,7 +253,8 @@ class ConsumerState:
         if slots or budget:
             self.free_slots += slots
             self.reserved -= budget
-            self.room.notify_all()
+            if threading.get_ident() not in self.room_deferred:
+                self.room.notify()  # one fetcher; it passes the wake on while room is left (Fetchers._acquire)
 
     def resolve(self, msgs: List[Message], unit: Unit, **outcome: bool) -> None:
         """:meth:`resolve_locked`, taking ``lock``."""

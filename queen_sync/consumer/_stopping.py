@@ -149,7 +149,7 @@ class Supervisor:
             # In-flight pops end within a long poll (POLL_CAP_MILLIS) in the normal case; the
             # wait for them is bounded anyway (a pop or a release stuck in an outage).
             fetch_deadline = max(self._st.drain_deadline, time.monotonic() + FETCH_GRACE_S)
-            while self._st.outstanding > 0 or self._st.fetchers_alive > 0:
+            while self._st.outstanding > 0 or self._st.fetchers_alive > 0 or self._st.pops_in_flight > 0:
                 left = self._st.drain_deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -169,7 +169,7 @@ class Supervisor:
         with self._st.lock:
             # stopping "unreachable", also wait (bounded) for the acks given up on, so the
             # counters returned say how many are uncertain
-            while self._st.fetchers_alive > 0 or (self._st.stats.reason == "unreachable" and self._st.outstanding > 0):
+            while self._st.fetchers_alive > 0 or self._st.pops_in_flight > 0 or (self._st.stats.reason == "unreachable" and self._st.outstanding > 0):
                 left = fetch_deadline - time.monotonic()
                 if left <= 0:
                     log.info(
