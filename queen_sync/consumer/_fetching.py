@@ -254,21 +254,25 @@ class Fetchers:
             return False
         self._st.outage.success(t0)
         with self._st.lock:
-            self._st.pops_in_flight -= 1
             self._st.give_back_locked(n - len(messages), n - len(messages))
             self._backlog = len(messages) >= n
             if messages:
                 self._work_gen += 1
                 self._st.last_activity = time.monotonic()
                 self._st.rest.notify_all()  # the resting fetchers poll again
+            else:
+                self._st.pops_in_flight -= 1
         if not messages:
             return False
+        # the pop stays in flight until its messages are outstanding (_dispatch): no fetcher
+        # is left to hold the stop phase meanwhile, which would end and leave them unreleased
         self._dispatch(messages, runner=True)
         return True
 
     def _dispatch(self, popped: List[Message], runner: bool = False) -> None:
         """Split one pop per partition into lanes (or release it when stopping); ``runner``:
-        the calling thread is a worker that runs the first lane queued itself."""
+        the calling thread is a worker that runs the first lane queued itself, and whose pop
+        is still counted in ``pops_in_flight`` (ended here, as its messages are counted)."""
         # handlers get queen_sync.Message objects (copies that can ack and trace themselves);
         # the consumer keeps the pop reply's own dicts to ack from (see Unit)
         given = cast(List[Message], self._broker.bind(popped))
@@ -292,6 +296,8 @@ class Fetchers:
         release: List[Unit] = []
         with self._st.lock:
             self._st.outstanding += len(popped)
+            if runner:
+                self._st.pops_in_flight -= 1  # the worker's pop (pop_for_worker): its messages count now
             units = []
             for pid, msgs, gvn in groups:
                 lid = msgs[0].get("leaseId") or ""
