@@ -271,6 +271,36 @@ def test_each_and_batch_one_with_workers_popping(client: Queen, qname: str, monk
         assert all(v == list(range(10)) for v in _by_partition(seen).values()) and len(seen) == 40
 
 
+# ---------------------------------------------------------------------- prefetch wake-ups
+
+
+def test_prefetch_needs_no_tick_when_a_handler_starts(client: Queen, qname: str, slow_ticks: None) -> None:
+    # batch 4, one fetcher, one worker: the first pop brings one partition's 2 messages; the
+    # 2 free slots are half a batch, so once the handler runs the fetcher pops ahead. The
+    # handler's start is what allows that pop: it must wake the fetcher (not its next tick)
+    _push(client, qname, 2, 2)
+    first = threading.Event()
+    release = threading.Event()
+
+    def handler(msgs: List[Any]) -> None:
+        if not first.is_set():
+            first.set()
+            assert release.wait(DEADLINE_S + 10)
+
+    consumer = client.queue(qname).group("g").batch(4).concurrency(1).idle_millis(60000).consume(
+        handler, background=True
+    )
+    try:
+        assert first.wait(DEADLINE_S)
+        assert wait_until(lambda: consumer._outstanding == 4, DEADLINE_S), consumer._outstanding
+        release.set()
+        assert wait_until(lambda: consumer.result.acked == 4, DEADLINE_S), consumer.result
+    finally:
+        release.set()
+        consumer.stop()
+    assert consumer.join(30)
+
+
 # ---------------------------------------------------------------------- faults
 
 

@@ -228,6 +228,8 @@ class Lanes:
         with self._st.lock:
             self._st.stats.handled += len(msgs)
             self._st.handlers_running += 1
+            if self._st.handlers_running == 1 and self._st.free_slots > 0:
+                self._st.room.notify()  # a fetcher may pop ahead now (prefetch: while handlers run)
             self._st.last_activity = time.monotonic()
         settled_before = settled_count()
         try:
