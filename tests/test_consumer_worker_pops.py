@@ -301,6 +301,52 @@ def test_prefetch_needs_no_tick_when_a_handler_starts(client: Queen, qname: str,
     assert consumer.join(30)
 
 
+def test_prefetch_needs_no_tick_in_each_mode(client: Queen, qname: str, slow_ticks: None) -> None:
+    # each(), concurrency 2, batch 4: partition X's handler blocks on its first message,
+    # partition Y's on its third. The two messages of Y acked meanwhile free half a batch
+    # while handlers run: that room must wake a fetcher for a pop ahead (of partition Z),
+    # even though Y's worker is still in its unit
+    _push(client, qname, 3, 4)
+    lock = threading.Lock()
+    owner: List[int] = []
+    x_started = threading.Event()
+    y_blocked = threading.Event()
+    release = threading.Event()
+
+    def handler(m: Any) -> None:
+        p, i = m["data"]["p"], m["data"]["i"]
+        with lock:
+            if not owner:
+                owner.append(p)
+            others = len(owner) == 1 and p != owner[0]
+            if others:
+                owner.append(p)
+        if p == owner[0]:
+            if i == 0:
+                x_started.set()
+                assert release.wait(DEADLINE_S + 10)
+        elif len(owner) > 1 and p == owner[1]:
+            assert x_started.wait(DEADLINE_S)
+            if i == 2:
+                y_blocked.set()
+                assert release.wait(DEADLINE_S + 10)
+
+    consumer = client.queue(qname).group("g").batch(4).each().concurrency(2).idle_millis(60000).consume(
+        handler, background=True
+    )
+    try:
+        assert y_blocked.wait(DEADLINE_S)
+        # X's 4 and Y's 2 unfinished, and the pop ahead brought 2 of Z
+        assert wait_until(lambda: consumer._outstanding == 8, DEADLINE_S), consumer._outstanding
+        release.set()
+        assert wait_until(lambda: consumer.result.acked == 12, DEADLINE_S), consumer.result
+    finally:
+        release.set()
+        consumer.stop()
+    assert consumer.join(30)
+    assert consumer.result.handled == 12
+
+
 # ---------------------------------------------------------------------- faults
 
 

@@ -165,7 +165,6 @@ class Lanes:
                     continue
                 lane.running = True
                 unit = lane.units.popleft()
-                self._st.room_deferred.add(me)
             finished = False
             try:
                 self._run_unit(unit)
@@ -230,6 +229,11 @@ class Lanes:
             self._st.handlers_running += 1
             if self._st.handlers_running == 1 and self._st.free_slots > 0:
                 self._st.room.notify()  # a fetcher may pop ahead now (prefetch: while handlers run)
+            if first + len(msgs) >= len(unit.msgs):
+                # the unit's last call: the room its ack frees wakes no fetcher until this
+                # worker has seen whether it pops itself (run); an earlier message's (each())
+                # wakes one at once, as a fetcher may pop ahead with it while this unit goes on
+                self._st.room_deferred.add(threading.get_ident())
             self._st.last_activity = time.monotonic()
         settled_before = settled_count()
         try:

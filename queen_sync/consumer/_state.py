@@ -192,8 +192,9 @@ class ConsumerState:
         self.pops_in_flight = 0
         self.handlers_running = 0  # handler / callback calls under way
         self.free_slots = room
-        #: threads of lane workers running a unit: the room they free wakes no fetcher until the
-        #: worker has seen whether it pops itself (Lanes.run, Fetchers.pop_for_worker)
+        #: threads of lane workers in their unit's last handler call and its ack: the room they
+        #: free wakes no fetcher until the worker has seen whether it pops itself (Lanes.run,
+        #: Lanes._deliver, Fetchers.pop_for_worker)
         self.room_deferred: Set[int] = set()
         self.reserved = 0
         self.outstanding = 0
