@@ -391,3 +391,224 @@ def test_a_failed_worker_pop_gives_its_room_back(embedded_broker: Any, quick_ret
     assert (res.reason, res.handled, res.acked) == ("limit", 40, 40), res
     assert sorted(seen) == sorted((p, i) for p in range(4) for i in range(10))
     assert consumer._free_slots == 5
+
+
+def test_unreachable_after_a_backlog_with_worker_pops(embedded_broker: Any, quick_retry_client: Queen,
+                                                      monkeypatch: Any, caplog: Any) -> None:
+    # every pop fails from the 12th message on (503s, acks still answered): the worker's pop
+    # fails, the fetchers meet the outage (logged once), and idle_millis stops the consumer
+    # "unreachable" with the 503 as its error; what was handled is acked
+    import logging
+
+    from queen_sync import QueenHTTPError
+
+    client = quick_retry_client
+    qname = "wpop-down"
+    _push(client, qname, 4, 10)
+    pops = _record_pops(monkeypatch)
+    seen: List[Tuple[int, int]] = []
+
+    def handler(msgs: List[Any]) -> None:
+        seen.extend((m["data"]["p"], m["data"]["i"]) for m in msgs)
+        if len(seen) >= 12 and not len(embedded_broker.faults):
+            embedded_broker.faults.add("GET", "/api/v1/pop", "status", status=503, times=None)
+
+    caplog.set_level(logging.INFO, logger="queen_sync.consumer")
+    consumer = client.queue(qname).group("g").batch(4).concurrency(1).idle_millis(1500).consume(
+        handler, background=True
+    )
+    try:
+        with pytest.raises(QueenHTTPError):
+            consumer.join(DEADLINE_S)
+    finally:
+        consumer.stop()
+        embedded_broker.faults.clear()
+    res = consumer.result
+    assert res.reason == "unreachable", res
+    assert _worker_pops(pops), pops
+    assert res.handled == res.acked == len(seen) >= 12, res
+    outage_lines = [r for r in caplog.records if "pop" in r.getMessage() and r.levelno >= logging.WARNING
+                    and "unreachable" not in r.getMessage()]
+    assert len(outage_lines) == 1, [r.getMessage() for r in outage_lines]
+    assert consumer._free_slots == 4
+    assert sorted(_left(client, qname, "g") + seen) == [(p, i) for p in range(4) for i in range(10)]
+
+
+def test_a_nacking_handler_with_worker_pops(client: Queen, qname: str, monkeypatch: Any, slow_ticks: None) -> None:
+    # the first call that holds message 5 of a partition raises: that batch is nacked (the
+    # partition released) and redelivered, while the worker pops itself; at the end every
+    # message is acked once, each partition in push order, no wake-up missed
+    _push(client, qname, 3, 10)
+    pops = _record_pops(monkeypatch)
+    failed_once: List[int] = []
+    ok: List[Tuple[int, int]] = []
+
+    def handler(msgs: List[Any]) -> None:
+        got = [(m["data"]["p"], m["data"]["i"]) for m in msgs]
+        for p, i in got:
+            if i == 5 and p not in failed_once:
+                failed_once.append(p)
+                raise RuntimeError("once")
+        ok.extend(got)
+
+    consumer = client.queue(qname).group("g").batch(4).concurrency(1).idle_millis(60000).consume(
+        handler, background=True
+    )
+    try:
+        assert wait_until(lambda: consumer.result.acked == 30, DEADLINE_S), consumer.result
+    finally:
+        consumer.stop()
+    assert consumer.join(30)
+    res = consumer.result
+    assert (res.acked, res.ack_failures) == (30, 0) and res.nacked == res.failed > 0, res
+    assert sorted(failed_once) == [0, 1, 2]
+    assert sorted(ok) == [(p, i) for p in range(3) for i in range(10)]
+    assert all(v == list(range(10)) for v in _by_partition(ok).values())
+    assert _worker_pops(pops), pops
+
+
+def test_a_handler_that_acks_itself_with_worker_pops(client: Queen, qname: str, monkeypatch: Any,
+                                                     slow_ticks: None) -> None:
+    # auto_ack(False): the handler acks each message itself; the consumer acks nothing, its
+    # room still comes back after each call and the worker pops itself
+    _push(client, qname, 3, 8)
+    pops = _record_pops(monkeypatch)
+    seen: List[Tuple[int, int]] = []
+
+    def handler(msgs: List[Any]) -> None:
+        for m in msgs:
+            m.ack()
+            seen.append((m["data"]["p"], m["data"]["i"]))
+
+    consumer = client.queue(qname).group("g").batch(4).concurrency(1).auto_ack(False).limit(24).idle_millis(
+        60000).consume(handler, background=True)
+    try:
+        assert consumer.join(DEADLINE_S), consumer.result
+    finally:
+        consumer.stop()
+    res = consumer.result
+    assert (res.reason, res.handled, res.acked, res.ack_failures) == ("limit", 24, 0, 0), res
+    assert _worker_pops(pops), pops
+    assert sorted(seen) == [(p, i) for p in range(3) for i in range(8)]
+    assert _left(client, qname, "g") == []
+
+
+def test_a_trickle_after_a_backlog(client: Queen, qname: str, monkeypatch: Any, slow_ticks: None) -> None:
+    # a backlog (worker pops), then messages one at a time: the backlog flag turns off and the
+    # fetchers' long polls take each arrival, no wake-up missed
+    _push(client, qname, 1, 12)
+    pops = _record_pops(monkeypatch)
+    cond = threading.Condition()
+    seen: List[int] = []
+
+    def handler(msgs: List[Any]) -> None:
+        with cond:
+            seen.extend(m["data"]["i"] for m in msgs)
+            cond.notify_all()
+
+    consumer = client.queue(qname).group("g").batch(4).concurrency(1).idle_millis(60000).consume(
+        handler, background=True
+    )
+    try:
+        with cond:
+            assert cond.wait_for(lambda: len(seen) == 12, DEADLINE_S), seen
+        assert _worker_pops(pops), pops
+        for i in range(12, 16):
+            client.queue(qname).partition("p0").push({"data": {"p": 0, "i": i}})
+            with cond:
+                assert cond.wait_for(lambda: len(seen) == i + 1, DEADLINE_S), seen
+        assert wait_until(lambda: consumer.result.acked == 16, DEADLINE_S), consumer.result
+    finally:
+        consumer.stop()
+    assert consumer.join(30)
+    assert seen == list(range(16))
+
+
+def test_close_while_workers_pop(client: Queen, qname: str, broker_url: str, monkeypatch: Any) -> None:
+    # Queen.close() (from the main thread) while a consumer of that client pops through a
+    # backlog with worker pops: every message popped is handled once or released, none lost
+    _push(client, qname, 6, 20)
+    pops = _record_pops(monkeypatch)
+    for attempt in range(ATTEMPTS):
+        del pops[:]
+        q = Queen(broker_url)
+        lock = threading.Lock()
+        seen: List[Tuple[int, int]] = []
+        half = threading.Event()
+
+        def handler(msgs: List[Any]) -> None:
+            with lock:
+                seen.extend((m["data"]["p"], m["data"]["i"]) for m in msgs)
+                if len(seen) >= 40:
+                    half.set()
+
+        consumer = q.queue(qname).group("c%d" % attempt).batch(5).concurrency(2).idle_millis(60000).consume(
+            handler, background=True
+        )
+        assert half.wait(DEADLINE_S)
+        q.close()
+        assert consumer.join(DEADLINE_S)
+        res = consumer.result
+        assert res.reason == "closed" and res.ack_failures == 0, res
+        assert len(seen) == len(set(seen)) == res.handled == res.acked, res
+        assert res.handled + res.released == sum(got for _, _, _, got in pops), (res, pops)
+        assert sorted(_left(client, qname, "c%d" % attempt) + seen) == [(p, i) for p in range(6) for i in range(20)]
+        if _worker_pops(pops):
+            break
+    assert _worker_pops(pops), pops
+
+
+def test_renewal_covers_a_worker_pop(client: Queen, qname: str, monkeypatch: Any) -> None:
+    # queue leaseTime 1 s, renew_lease(True, 500): the batch a worker popped itself gets a slow
+    # handler (longer than the lease); its lease is renewed, so it is acked, not lost
+    client.queue(qname).config({"leaseTime": 1, "retryLimit": 5}).create()
+    _push(client, qname, 1, 6)
+    pops = _record_pops(monkeypatch)
+    calls: List[Tuple[str, List[int]]] = []
+
+    def handler(msgs: List[Any]) -> None:
+        calls.append((threading.current_thread().name, [m["data"]["i"] for m in msgs]))
+        if len(calls) == 2:
+            threading.Event().wait(2.5)  # a real handler duration, longer than the 1 s lease
+
+    res = client.queue(qname).group("g").batch(2).concurrency(1).renew_lease(True, 500).limit(6).idle_millis(
+        10000).consume(handler)
+    assert [x[1:] for x in pops[:2]] == [(True, 2, 2), (False, 2, 2)] and "-worker-" in pops[1][0], pops
+    assert [i for _, ii in calls for i in ii] == list(range(6))
+    assert (res.handled, res.acked, res.ack_failures, res.lost, res.renew_failures) == (6, 6, 0, 0, 0), res
+    assert res.renewals >= 1
+    assert _left(client, qname, "g") == []
+
+
+def test_pops_of_several_partitions_with_worker_pops(client: Queen, qname: str, monkeypatch: Any,
+                                                     slow_ticks: None) -> None:
+    # partitions(3): one pop brings up to 3 partitions; a worker's pop queues several lanes
+    # (it runs one, the others wait their turn): order per partition, exactly once, no wake missed
+    _push(client, qname, 12, 8)
+    pops = _record_pops(monkeypatch)
+    lock = threading.Lock()
+    seen: List[Tuple[int, int]] = []
+    spans: List[int] = []
+
+    def handler(msgs: List[Any]) -> None:
+        with lock:
+            seen.extend((m["data"]["p"], m["data"]["i"]) for m in msgs)
+            spans.append(len({m["data"]["p"] for m in msgs}))
+
+    for attempt in range(ATTEMPTS):
+        del pops[:]
+        del seen[:]
+        consumer = client.queue(qname).group("g%d" % attempt).batch(12).partitions(3).concurrency(1).limit(96).idle_millis(
+            60000).consume(handler, background=True)
+        try:
+            assert consumer.join(DEADLINE_S), consumer.result
+        finally:
+            consumer.stop()
+        res = consumer.result
+        assert (res.reason, res.handled, res.acked) == ("limit", 96, 96), res
+        assert sorted(seen) == [(p, i) for p in range(12) for i in range(8)]
+        assert all(v == list(range(8)) for v in _by_partition(seen).values())
+        assert set(spans) == {1}  # a handler call holds one partition's messages
+        if any(got > 8 for _, _, _, got in _worker_pops(pops)):  # a worker's pop of 2+ partitions
+            break
+    assert any(got > 8 for _, _, _, got in _worker_pops(pops)), pops
