@@ -612,3 +612,43 @@ def test_pops_of_several_partitions_with_worker_pops(client: Queen, qname: str, 
         if any(got > 8 for _, _, _, got in _worker_pops(pops)):  # a worker's pop of 2+ partitions
             break
     assert any(got > 8 for _, _, _, got in _worker_pops(pops)), pops
+
+
+def test_a_worker_pop_failing_after_the_idle_time_is_unreachable(embedded_broker: Any, monkeypatch: Any) -> None:
+    # a worker's pop outlives idle_millis (a slow or half-open connection), then fails with a
+    # connection error, and so does every pop after it: the broker is down, not the queue
+    # empty, so the consumer stops "unreachable" (with that error), never "idle"
+    from queen_sync import QueenConnectionError
+
+    with Queen(embedded_broker.url, retry_attempts=1) as client:
+        qname = "wpop-slow-down"
+        _push(client, qname, 2, 10)
+        made = _capture_consumers(monkeypatch)
+        real = _calls.Broker.pop
+        slowed: List[str] = []
+
+        def pop(self: Any, spec: Any) -> Any:
+            if "-worker-" in threading.current_thread().name and not slowed:
+                slowed.append(threading.current_thread().name)
+                st = made[0]._st
+                # in flight until idle_millis has passed since the last handler returned
+                assert wait_until(lambda: st.handlers_running == 0 and _fetching.time.monotonic() - st.last_activity
+                                  > st.idle_s + 0.2, DEADLINE_S)
+                embedded_broker.faults.add("GET", "/api/v1/pop", "drop_before", times=None)
+            return real(self, spec)
+
+        monkeypatch.setattr(_calls.Broker, "pop", pop)
+        consumer = client.queue(qname).group("g").batch(5).concurrency(1).idle_millis(800).consume(
+            lambda msgs: None, background=True
+        )
+        try:
+            with pytest.raises(QueenConnectionError):
+                consumer.join(DEADLINE_S)
+        finally:
+            consumer.stop()
+            embedded_broker.faults.clear()
+        assert slowed
+        res = consumer.result
+        assert (res.reason, res.handled, res.acked) == ("unreachable", 5, 5), res
+        assert isinstance(consumer.error, QueenConnectionError)
+        assert consumer._free_slots == 5

@@ -225,8 +225,10 @@ class Fetchers:
         room there is (as a fetcher would) without a long poll, and only while the last pop
         brought all it asked for: a queue with no backlog (an idle consumer, a trickle of
         messages) is left to the fetchers' long polls, one pop per arrival. A failure is
-        left to the fetchers, whose next pop meets it (backoff, outage log, stop on a
-        refusal): its room goes back and nothing is retried here. Returns True when it
+        left to the fetchers, whose next pop meets it (backoff, stop on a refusal): its room
+        goes back and nothing is retried here; a transient one is recorded as an outage
+        (logged once, as a fetcher's), so that ``idle_millis`` passing while it was in
+        flight stops the consumer ``"unreachable"``, not ``"idle"``. Returns True when it
         brought messages (queued on the lanes).
 
         Wire: ``GET /api/v1/pop/...`` with ``wait=false`` (see :func:`queen_sync.wire.messages.pop`).
@@ -244,6 +246,10 @@ class Fetchers:
         try:
             messages = self._broker.pop(replace(self._spec, batch=n, wait=False))
         except BaseException as exc:
+            if isinstance(exc, Exception) and transient(exc):
+                # an outage as a fetcher's failure is (logged once): when idle_millis passed
+                # during this pop, the stop is "unreachable", not "idle"
+                self._st.outage.failure("pop", exc, t0)
             with self._st.lock:
                 self._st.pops_in_flight -= 1
                 self._st.give_back_locked(n, n)
