@@ -652,3 +652,41 @@ def test_a_worker_pop_failing_after_the_idle_time_is_unreachable(embedded_broker
         assert (res.reason, res.handled, res.acked) == ("unreachable", 5, 5), res
         assert isinstance(consumer.error, QueenConnectionError)
         assert consumer._free_slots == 5
+
+
+def test_a_worker_pop_refused_stops_the_consumer(embedded_broker: Any, monkeypatch: Any) -> None:
+    # a worker's pop refused for good (401: a revoked token), once idle_millis has passed
+    # while it was on its way: a refused pop stops the consumer with that error (as a
+    # fetcher's does), never "idle" with the error dropped
+    from queen_sync import AuthenticationError
+
+    with Queen(embedded_broker.url, retry_attempts=1) as client:
+        qname = "wpop-refused"
+        _push(client, qname, 2, 10)
+        made = _capture_consumers(monkeypatch)
+        real = _calls.Broker.pop
+        slowed: List[str] = []
+
+        def pop(self: Any, spec: Any) -> Any:
+            if "-worker-" in threading.current_thread().name and not slowed:
+                slowed.append(threading.current_thread().name)
+                st = made[0]._st
+                assert wait_until(lambda: st.handlers_running == 0 and _fetching.time.monotonic() - st.last_activity
+                                  > st.idle_s + 0.2, DEADLINE_S)
+                embedded_broker.faults.add("GET", "/api/v1/pop", "status", status=401, times=None)
+            return real(self, spec)
+
+        monkeypatch.setattr(_calls.Broker, "pop", pop)
+        consumer = client.queue(qname).group("g").batch(5).concurrency(1).idle_millis(800).consume(
+            lambda msgs: None, background=True
+        )
+        try:
+            with pytest.raises(AuthenticationError):
+                consumer.join(DEADLINE_S)
+        finally:
+            consumer.stop()
+            embedded_broker.faults.clear()
+        assert slowed
+        res = consumer.result
+        assert (res.reason, res.handled, res.acked) == ("error", 5, 5), res
+        assert consumer._free_slots == 5

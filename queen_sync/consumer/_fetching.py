@@ -225,10 +225,11 @@ class Fetchers:
         room there is (as a fetcher would) without a long poll, and only while the last pop
         brought all it asked for: a queue with no backlog (an idle consumer, a trickle of
         messages) is left to the fetchers' long polls, one pop per arrival. A failure is
-        left to the fetchers, whose next pop meets it (backoff, stop on a refusal): its room
-        goes back and nothing is retried here; a transient one is recorded as an outage
-        (logged once, as a fetcher's), so that ``idle_millis`` passing while it was in
-        flight stops the consumer ``"unreachable"``, not ``"idle"``. Returns True when it
+        read as a fetcher's: a refusal stops the consumer with that error, a closed client
+        with reason ``"closed"``; a transient one is recorded as an outage (logged once), so
+        that ``idle_millis`` passing while it was in flight stops the consumer
+        ``"unreachable"``, not ``"idle"``, and is left to the fetchers (their backoff): its
+        room goes back and nothing is retried here. Returns True when it
         brought messages (queued on the lanes).
 
         Wire: ``GET /api/v1/pop/...`` with ``wait=false`` (see :func:`queen_sync.wire.messages.pop`).
@@ -256,7 +257,13 @@ class Fetchers:
                 self._backlog = False
             if not isinstance(exc, Exception):
                 raise
-            log.debug("a worker's pop from queue %r failed (%s); the fetchers carry on", self._st.queue, exc)
+            if isinstance(exc, ClientClosedError):
+                self._st.request_stop("closed")
+            elif not transient(exc):  # a refusal stops the consumer, as a fetcher's pop's does
+                log.error("pop from queue %r failed: %s; stopping the consumer", self._st.queue, exc)
+                self._st.fail(exc)
+            else:
+                log.debug("a worker's pop from queue %r failed (%s); the fetchers carry on", self._st.queue, exc)
             return False
         self._st.outage.success(t0)
         with self._st.lock:
