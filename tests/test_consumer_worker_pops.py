@@ -690,3 +690,37 @@ def test_a_worker_pop_refused_stops_the_consumer(embedded_broker: Any, monkeypat
         res = consumer.result
         assert (res.reason, res.handled, res.acked) == ("error", 5, 5), res
         assert consumer._free_slots == 5
+
+
+def test_callbacks_own_the_acks_with_worker_pops(client: Queen, qname: str, monkeypatch: Any, slow_ticks: None) -> None:
+    # on_success / on_error (auto-ack off: the callbacks ack) over a backlog the worker pops
+    # itself: each message settled once by its callback, the consumer acks nothing
+    _push(client, qname, 2, 12)
+    pops = _record_pops(monkeypatch)
+    ok: List[Tuple[int, int]] = []
+    bad: List[Tuple[int, int]] = []
+
+    def handler(msgs: List[Any]) -> None:
+        if any(m["data"]["i"] == 6 for m in msgs):
+            raise ValueError("six")
+
+    def on_success(msgs: List[Any], result: Any) -> None:
+        client.ack(msgs, True, {"group": "g"})
+        ok.extend((m["data"]["p"], m["data"]["i"]) for m in msgs)
+
+    def on_error(msgs: List[Any], exc: BaseException) -> None:
+        client.ack(msgs, "dlq", {"group": "g", "error": str(exc)})
+        bad.extend((m["data"]["p"], m["data"]["i"]) for m in msgs)
+
+    consumer = client.queue(qname).group("g").batch(4).concurrency(1).on_success(on_success).on_error(
+        on_error).limit(24).idle_millis(60000).consume(handler, background=True)
+    try:
+        assert consumer.join(DEADLINE_S), consumer.result
+    finally:
+        consumer.stop()
+    res = consumer.result
+    assert (res.reason, res.handled, res.acked, res.nacked, res.ack_failures) == ("limit", 24, 0, 0, 0), res
+    assert _worker_pops(pops), pops
+    assert sorted(ok + bad) == [(p, i) for p in range(2) for i in range(12)]
+    assert sorted(bad) == [(p, i) for p in range(2) for i in range(4, 8)]
+    assert _left(client, qname, "g") == []
