@@ -147,9 +147,9 @@ class Queen:
             buffered push or transaction holding one raises InvalidInputError naming where
             it sits, before anything is sent; JSON cannot represent them).
         ack_timeout_millis: per-attempt read timeout of the calls that hold a partition
-            (acks, releases, lease renewals), in milliseconds (default 5000, at most
-            ``timeout_millis``): a half-open connection costs that long, then the consumer
-            retries, instead of the whole ``timeout_millis``.
+            (acks, releases, lease renewals, a consume worker's own pop), in milliseconds
+            (default 5000, at most ``timeout_millis``): a half-open connection costs that
+            long, then the consumer retries, instead of the whole ``timeout_millis``.
         push_retry_timeout_millis: time budget of a push's retries, in milliseconds (default
             15000: spans a broker restart of a few seconds, fits a web request); a push is
             retried until then rather than ``retry_attempts`` times (README "Retries").

@@ -724,3 +724,66 @@ def test_callbacks_own_the_acks_with_worker_pops(client: Queen, qname: str, monk
     assert sorted(ok + bad) == [(p, i) for p in range(2) for i in range(12)]
     assert sorted(bad) == [(p, i) for p in range(2) for i in range(4, 8)]
     assert _left(client, qname, "g") == []
+
+
+def test_a_half_open_worker_pop_gives_up_after_the_ack_timeout(embedded_broker: Any, monkeypatch: Any) -> None:
+    # a worker's own pop that is never answered (a half-open connection) waits
+    # ack_timeout_millis, as an ack does, not the client's timeout_millis (60 s here, longer
+    # than the deadline below): its room comes back and the consumer goes on to the limit
+    from queen_sync import QueenTimeoutError
+
+    with Queen(embedded_broker.url, timeout_millis=60000, ack_timeout_millis=300) as client:
+        qname = "wpop-half-open"
+        _push(client, qname, 3, 5)
+        real = _calls.Broker.pop
+        hung: List[Any] = []
+
+        def pop(self: Any, spec: Any) -> Any:
+            if "-worker-" in threading.current_thread().name and not hung:
+                hung.append(spec.read_timeout_millis)
+                embedded_broker.faults.add("GET", "/api/v1/pop", "blackhole", times=1)
+                try:
+                    return real(self, spec)
+                except QueenTimeoutError as exc:
+                    hung.append(exc)
+                    raise
+            return real(self, spec)
+
+        monkeypatch.setattr(_calls.Broker, "pop", pop)
+        consumer = client.queue(qname).group("g").batch(5).concurrency(1).limit(15).idle_millis(60000).consume(
+            lambda msgs: None, background=True
+        )
+        try:
+            assert consumer.join(DEADLINE_S), consumer.result
+        finally:
+            consumer.stop()
+            embedded_broker.faults.clear()
+        assert hung[0] == 300 and isinstance(hung[1], QueenTimeoutError), hung
+        res = consumer.result
+        assert (res.reason, res.handled, res.acked) == ("limit", 15, 15), res
+
+
+def test_pop_read_timeout_follows_the_spec() -> None:
+    # wire.messages.pop: read_timeout_millis when set, else the long poll's + 5 s, else the
+    # requester's own (None)
+    from queen_sync.wire import messages as wire_messages
+
+    seen: List[Any] = []
+
+    class Resp:
+        status = 200
+        data = b'{"messages": []}'
+
+    class Requester:
+        def request(self, method: str, path: str, **kw: Any) -> Any:
+            seen.append(kw.get("timeout_millis"))
+            return Resp()
+
+    for spec in (
+        wire_messages.PopSpec("q", read_timeout_millis=1234),
+        wire_messages.PopSpec("q", wait=True, timeout_millis=1000),
+        wire_messages.PopSpec("q", wait=True, timeout_millis=1000, read_timeout_millis=700),
+        wire_messages.PopSpec("q"),
+    ):
+        assert wire_messages.pop(Requester(), spec) == []  # type: ignore[arg-type]
+    assert seen == [1234, 6000, 700, None]

@@ -95,6 +95,12 @@ class Broker:
         long-poll ``timeout_millis``...); returns the popped message dicts (maybe empty)."""
         return wire_messages.pop(self._session, spec)
 
+    def call_timeout_millis(self) -> Optional[int]:
+        """The read timeout of the calls that hold a partition or a worker (acks, releases, a
+        worker's own pop): the client's ``ack_timeout_millis``, None when unknown."""
+        timeout = getattr(self._session, "ack_timeout_millis", None)  # a Session has it
+        return timeout if isinstance(timeout, int) else None
+
     def bind(self, popped: Sequence[Message]) -> List[BoundMessage]:
         """The popped messages as ``queen_sync.Message`` objects bound to this Broker (dicts
         that can record traces on themselves); no wire call."""
@@ -120,9 +126,7 @@ class Broker:
         raises (connection errors, :class:`~queen_sync.errors.BrokerError` for a refused
         body)."""
         eff = resolve_group(msgs[0], group)
-        timeout = getattr(self._session, "ack_timeout_millis", None)  # a Session has it
-        if not isinstance(timeout, int):
-            timeout = None
+        timeout = self.call_timeout_millis()
         if len(msgs) == 1:
             result, _status = wire_messages.ack(self._session, codec.encode_ack(msgs[0], status, eff, error), timeout)
             return [result]

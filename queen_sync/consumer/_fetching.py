@@ -232,7 +232,8 @@ class Fetchers:
         room goes back and nothing is retried here. Returns True when it
         brought messages (queued on the lanes).
 
-        Wire: ``GET /api/v1/pop/...`` with ``wait=false`` (see :func:`queen_sync.wire.messages.pop`).
+        Wire: ``GET /api/v1/pop/...`` with ``wait=false`` (see :func:`queen_sync.wire.messages.pop`),
+        read timeout ``ack_timeout_millis``.
         """
         with self._st.lock:
             if not self._backlog or self._fetching:
@@ -245,7 +246,10 @@ class Fetchers:
             self._st.pops_in_flight += 1
         t0 = time.monotonic()
         try:
-            messages = self._broker.pop(replace(self._spec, batch=n, wait=False))
+            # a read timeout as an ack's (ack_timeout_millis), not the client's 30 s: a
+            # half-open connection must not hold this worker and its room for long
+            pop = replace(self._spec, batch=n, wait=False, read_timeout_millis=self._broker.call_timeout_millis())
+            messages = self._broker.pop(pop)
         except BaseException as exc:
             if isinstance(exc, Exception) and transient(exc):
                 # an outage as a fetcher's failure is (logged once): when idle_millis passed

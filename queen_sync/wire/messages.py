@@ -39,6 +39,9 @@ class PopSpec:
     subscription_mode: Optional[str] = None
     subscription_from: Optional[str] = None
     auto_ack: bool = False
+    #: HTTP read timeout of the request in milliseconds (not sent); None: ``timeout_millis``
+    #: plus 5000 for a long poll, else the client's ``timeout_millis``
+    read_timeout_millis: Optional[int] = None
 
     def path(self) -> str:
         """The route of this pop."""
@@ -69,12 +72,14 @@ def pop(requester: Requester, spec: PopSpec) -> List[Message]:
     """Send one pop and return its messages (``[]`` when there is nothing to deliver, or a
     204 from a broker in pop maintenance).
 
-    The HTTP read timeout is ``spec.timeout_millis + 5000`` ms for a long poll (``wait``),
-    else the requester's. Raises BrokerError (and transport errors) for real failures.
+    The HTTP read timeout is ``spec.read_timeout_millis`` when set, else
+    ``spec.timeout_millis + 5000`` ms for a long poll (``wait``), else the requester's. Raises BrokerError (and transport errors) for real failures.
     Wire: ``GET /api/v1/pop/queue/{q}[/partition/{p}]?batch=&wait=&timeout=&consumerGroup=
     &partitions=&autoAck=&subscriptionMode=&subscriptionFrom=``.
     """
-    http_timeout = spec.timeout_millis + 5000 if spec.wait else None
+    http_timeout = spec.read_timeout_millis
+    if http_timeout is None and spec.wait:
+        http_timeout = spec.timeout_millis + 5000
     # RETRY_IF_ANSWERED: a pop whose reply was lost holds a lease; it is not resent (see queen_sync.transport)
     resp = requester.request(
         "GET",
