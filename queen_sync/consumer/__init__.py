@@ -12,10 +12,12 @@ A :class:`Consumer` runs three kinds of threads over one queue builder's setting
   :data:`POLL_CAP_MILLIS` so a stop is prompt; an idle consumer sends one long poll at a time.
 * ``concurrency`` **workers** run the handler. A pop is split per partition into *lanes*;
   a lane is run by one worker at a time, in pop order: within one partition handling order
-  equals push order, different partitions run in parallel. A worker that has finished its
-  unit and finds nothing queued and no fetcher's pop on its way pops itself (no long poll)
-  with the room it freed, and runs what that brings: in the steady state one thread pops,
-  handles and acks, without the two hand-offs between threads a fetcher's pop costs.
+  equals push order, different partitions run in parallel. While the queue has a backlog
+  (the last pop brought all it asked for), a worker that has finished its unit and finds
+  nothing queued and no fetcher's pop on its way pops itself (no long poll, read timeout
+  ``ack_timeout_millis``) with the room it freed, and runs what that brings: in the steady
+  state one thread pops, handles and acks, without the two hand-offs between threads a
+  fetcher's pop costs.
 * with ``renew_lease(True)``, a **renewer** extends every lease that still has unfinished
   messages; a lease the broker refuses is lost to this consumer (its messages are neither
   handled nor acked; the broker redelivers them).
