@@ -614,81 +614,62 @@ def test_pops_of_several_partitions_with_worker_pops(client: Queen, qname: str, 
     assert any(got > 8 for _, _, _, got in _worker_pops(pops)), pops
 
 
-def test_a_worker_pop_failing_after_the_idle_time_is_unreachable(embedded_broker: Any, monkeypatch: Any) -> None:
-    # a worker's pop outlives idle_millis (a slow or half-open connection), then fails with a
-    # connection error, and so does every pop after it: the broker is down, not the queue
-    # empty, so the consumer stops "unreachable" (with that error), never "idle"
-    from queen_sync import QueenConnectionError
+def _first_worker_pop_outlives_idle(embedded_broker: Any, monkeypatch: Any, action: str, **fault: Any) -> Tuple[Queen, List[str]]:
+    """A client whose consumer's first worker pop stays on its way until ``idle_millis`` has
+    passed since the last handler returned (a slow or half-open connection), then meets the
+    broker fault ``action`` (every pop after it too). Returns the client (close it) and the
+    names of the worker threads so delayed."""
+    client = Queen(embedded_broker.url, retry_attempts=1)
+    made = _capture_consumers(monkeypatch)
+    real = _calls.Broker.pop
+    slowed: List[str] = []
 
-    with Queen(embedded_broker.url, retry_attempts=1) as client:
-        qname = "wpop-slow-down"
+    def pop(self: Any, spec: Any) -> Any:
+        if "-worker-" in threading.current_thread().name and not slowed:
+            slowed.append(threading.current_thread().name)
+            st = made[0]._st
+            assert wait_until(lambda: st.handlers_running == 0 and _fetching.time.monotonic() - st.last_activity
+                              > st.idle_s + 0.2, DEADLINE_S)
+            embedded_broker.faults.add("GET", "/api/v1/pop", action, times=None, **fault)
+        return real(self, spec)
+
+    monkeypatch.setattr(_calls.Broker, "pop", pop)
+    return client, slowed
+
+
+@pytest.mark.parametrize(
+    "action, fault, error, reason",
+    [
+        # the broker is down, not the queue empty: "unreachable" (with that error), never "idle"
+        ("drop_before", {}, "QueenConnectionError", "unreachable"),
+        # refused for good (401: a revoked token): stops with that error, as a fetcher's
+        # refusal does, never "idle" with the error dropped
+        ("status", {"status": 401}, "AuthenticationError", "error"),
+    ],
+)
+def test_a_worker_pop_failing_after_the_idle_time(
+    embedded_broker: Any, monkeypatch: Any, action: str, fault: Dict[str, Any], error: str, reason: str
+) -> None:
+    import queen_sync
+
+    expected = getattr(queen_sync, error)
+    client, slowed = _first_worker_pop_outlives_idle(embedded_broker, monkeypatch, action, **fault)
+    with client:
+        qname = "wpop-after-idle-%s" % action
         _push(client, qname, 2, 10)
-        made = _capture_consumers(monkeypatch)
-        real = _calls.Broker.pop
-        slowed: List[str] = []
-
-        def pop(self: Any, spec: Any) -> Any:
-            if "-worker-" in threading.current_thread().name and not slowed:
-                slowed.append(threading.current_thread().name)
-                st = made[0]._st
-                # in flight until idle_millis has passed since the last handler returned
-                assert wait_until(lambda: st.handlers_running == 0 and _fetching.time.monotonic() - st.last_activity
-                                  > st.idle_s + 0.2, DEADLINE_S)
-                embedded_broker.faults.add("GET", "/api/v1/pop", "drop_before", times=None)
-            return real(self, spec)
-
-        monkeypatch.setattr(_calls.Broker, "pop", pop)
         consumer = client.queue(qname).group("g").batch(5).concurrency(1).idle_millis(800).consume(
             lambda msgs: None, background=True
         )
         try:
-            with pytest.raises(QueenConnectionError):
+            with pytest.raises(expected):
                 consumer.join(DEADLINE_S)
         finally:
             consumer.stop()
             embedded_broker.faults.clear()
         assert slowed
         res = consumer.result
-        assert (res.reason, res.handled, res.acked) == ("unreachable", 5, 5), res
-        assert isinstance(consumer.error, QueenConnectionError)
-        assert consumer._free_slots == 5
-
-
-def test_a_worker_pop_refused_stops_the_consumer(embedded_broker: Any, monkeypatch: Any) -> None:
-    # a worker's pop refused for good (401: a revoked token), once idle_millis has passed
-    # while it was on its way: a refused pop stops the consumer with that error (as a
-    # fetcher's does), never "idle" with the error dropped
-    from queen_sync import AuthenticationError
-
-    with Queen(embedded_broker.url, retry_attempts=1) as client:
-        qname = "wpop-refused"
-        _push(client, qname, 2, 10)
-        made = _capture_consumers(monkeypatch)
-        real = _calls.Broker.pop
-        slowed: List[str] = []
-
-        def pop(self: Any, spec: Any) -> Any:
-            if "-worker-" in threading.current_thread().name and not slowed:
-                slowed.append(threading.current_thread().name)
-                st = made[0]._st
-                assert wait_until(lambda: st.handlers_running == 0 and _fetching.time.monotonic() - st.last_activity
-                                  > st.idle_s + 0.2, DEADLINE_S)
-                embedded_broker.faults.add("GET", "/api/v1/pop", "status", status=401, times=None)
-            return real(self, spec)
-
-        monkeypatch.setattr(_calls.Broker, "pop", pop)
-        consumer = client.queue(qname).group("g").batch(5).concurrency(1).idle_millis(800).consume(
-            lambda msgs: None, background=True
-        )
-        try:
-            with pytest.raises(AuthenticationError):
-                consumer.join(DEADLINE_S)
-        finally:
-            consumer.stop()
-            embedded_broker.faults.clear()
-        assert slowed
-        res = consumer.result
-        assert (res.reason, res.handled, res.acked) == ("error", 5, 5), res
+        assert (res.reason, res.handled, res.acked) == (reason, 5, 5), res
+        assert isinstance(consumer.error, expected)
         assert consumer._free_slots == 5
 
 
