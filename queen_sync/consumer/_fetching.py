@@ -162,47 +162,21 @@ class Fetchers:
             # so the supervisor's idle check never sees a pop's result half-way.
             try:
                 messages = self._broker.pop(pop)
-            except ClientClosedError:
-                with self._st.lock:
-                    self._st.pops_in_flight -= 1
-                    self._fetching -= 1
-                    self._st.give_back_locked(n, n)
-                    self._st.request_stop_locked("closed")
+            except BaseException as exc:
+                if self._pop_failed(exc, n, t0, fetcher=True):
+                    self._st.stop_evt.wait(backoff(attempt))
+                    attempt += 1
+                    continue
+                if not isinstance(exc, Exception):
+                    raise
                 return
-            except Exception as exc:
-                is_transient = transient(exc)
-                if is_transient:
-                    self._st.outage.failure("pop", exc, t0)
-                with self._st.lock:
-                    self._st.pops_in_flight -= 1
-                    self._fetching -= 1
-                    self._st.give_back_locked(n, n)
-                    self._backlog = False
-                if not is_transient:
-                    log.error("pop from queue %r failed: %s; stopping the consumer", self._st.queue, exc)
-                    self._st.fail(exc)
-                    return
-                self._st.stop_evt.wait(backoff(attempt))
-                attempt += 1
-                continue
-            except BaseException:
-                with self._st.lock:
-                    self._st.pops_in_flight -= 1
-                    self._fetching -= 1
-                    self._st.give_back_locked(n, n)
-                raise
             attempt = 0
             self._st.outage.success(t0)
             with self._st.lock:
                 self._st.pops_in_flight -= 1
                 self._fetching -= 1
-                self._st.give_back_locked(n - len(messages), n - len(messages))
-                self._backlog = len(messages) >= n
                 gen = self._work_gen
-                if messages:
-                    self._work_gen += 1
-                    self._st.last_activity = time.monotonic()
-                    self._st.rest.notify_all()  # the resting fetchers poll again
+                self._pop_done_locked(n, messages)
             if messages:
                 self._dispatch(messages)
                 continue
@@ -251,33 +225,15 @@ class Fetchers:
             pop = replace(self._spec, batch=n, wait=False, read_timeout_millis=self._broker.call_timeout_millis())
             messages = self._broker.pop(pop)
         except BaseException as exc:
-            if isinstance(exc, Exception) and transient(exc):
-                # an outage as a fetcher's failure is (logged once): when idle_millis passed
-                # during this pop, the stop is "unreachable", not "idle"
-                self._st.outage.failure("pop", exc, t0)
-            with self._st.lock:
-                self._st.pops_in_flight -= 1
-                self._st.give_back_locked(n, n)
-                self._backlog = False
+            if self._pop_failed(exc, n, t0, fetcher=False):
+                log.debug("a worker's pop from queue %r failed (%s); the fetchers carry on", self._st.queue, exc)
             if not isinstance(exc, Exception):
                 raise
-            if isinstance(exc, ClientClosedError):
-                self._st.request_stop("closed")
-            elif not transient(exc):  # a refusal stops the consumer, as a fetcher's pop's does
-                log.error("pop from queue %r failed: %s; stopping the consumer", self._st.queue, exc)
-                self._st.fail(exc)
-            else:
-                log.debug("a worker's pop from queue %r failed (%s); the fetchers carry on", self._st.queue, exc)
             return False
         self._st.outage.success(t0)
         with self._st.lock:
-            self._st.give_back_locked(n - len(messages), n - len(messages))
-            self._backlog = len(messages) >= n
-            if messages:
-                self._work_gen += 1
-                self._st.last_activity = time.monotonic()
-                self._st.rest.notify_all()  # the resting fetchers poll again
-            else:
+            self._pop_done_locked(n, messages)
+            if not messages:
                 self._st.pops_in_flight -= 1
         if not messages:
             return False
@@ -285,6 +241,38 @@ class Fetchers:
         # is left to hold the stop phase meanwhile, which would end and leave them unreleased
         self._dispatch(messages, runner=True)
         return True
+
+    def _pop_failed(self, exc: BaseException, n: int, t0: float, fetcher: bool) -> bool:
+        """Record a pop (a fetcher's, or a worker's own) for ``n`` reserved messages that
+        raised ``exc``: its room and limit budget go back; a transient failure is an outage
+        (logged once); a closed client stops the consumer (``"closed"``) and any other
+        refusal stops it with ``exc``. True when transient (worth a pop after backoff)."""
+        is_transient = isinstance(exc, Exception) and transient(exc)
+        if is_transient:
+            self._st.outage.failure("pop", exc, t0)
+        with self._st.lock:
+            self._st.pops_in_flight -= 1
+            if fetcher:
+                self._fetching -= 1
+            self._st.give_back_locked(n, n)
+            self._backlog = False
+            if isinstance(exc, ClientClosedError):
+                self._st.request_stop_locked("closed")
+        if isinstance(exc, Exception) and not is_transient and not isinstance(exc, ClientClosedError):
+            log.error("pop from queue %r failed: %s; stopping the consumer", self._st.queue, exc)
+            self._st.fail(exc)
+        return is_transient
+
+    def _pop_done_locked(self, n: int, messages: List[Message]) -> None:
+        """Record a pop for ``n`` reserved messages that brought ``messages`` (lock held): the
+        unused room and budget go back, and whether it found a backlog (all it asked for);
+        messages wake the resting fetchers."""
+        self._st.give_back_locked(n - len(messages), n - len(messages))
+        self._backlog = len(messages) >= n
+        if messages:
+            self._work_gen += 1
+            self._st.last_activity = time.monotonic()
+            self._st.rest.notify_all()  # the resting fetchers poll again
 
     def _dispatch(self, popped: List[Message], runner: bool = False) -> None:
         """Split one pop per partition into lanes (or release it when stopping); ``runner``:
