@@ -103,7 +103,7 @@ def _record_pops(monkeypatch: Any) -> List[Any]:
 
 def test_a_worker_with_nothing_queued_pops_itself(client: Queen, qname: str, monkeypatch: Any) -> None:
     # one fetcher, one worker, fast handler: after its unit the worker finds nothing queued
-    # and no fetcher's pop on its way, so it pops (no long poll) instead of waking the
+    # (a backlog: the first pop was full), so it pops (no long poll) instead of waking the
     # fetcher and waiting for it; order within each partition and exactly-once still hold
     pops = _record_pops(monkeypatch)
     _push(client, qname, 5, 10)

@@ -768,3 +768,103 @@ def test_pop_read_timeout_follows_the_spec() -> None:
     ):
         assert wire_messages.pop(Requester(), spec) == []  # type: ignore[arg-type]
     assert seen == [1234, 6000, 700, None]
+
+
+
+class _ScriptedBroker:
+    """A consumer's broker calls without a broker: a pop without a long poll brings the next
+    count of ``script`` (messages of one partition); a long poll (a fetcher's) says so on
+    ``polling`` and waits for ``release``, then brings nothing."""
+
+    def __init__(self) -> None:
+        self.script: List[int] = []
+        self.asked: List[Tuple[int, bool]] = []
+        self.polling = threading.Event()
+        self.release = threading.Event()
+
+    def pop(self, spec: Any) -> List[Dict[str, Any]]:
+        self.asked.append((spec.batch, spec.wait))
+        if spec.wait:
+            self.polling.set()
+            assert self.release.wait(DEADLINE_S)
+            return []
+        return [{"transactionId": "t%d" % i, "partitionId": "p"} for i in range(self.script.pop(0))]
+
+    def bind(self, popped: List[Any]) -> List[Any]:
+        return list(popped)
+
+    def call_timeout_millis(self) -> int:
+        return 5000
+
+
+class _RecordingLanes:
+    def __init__(self) -> None:
+        self.queued: List[int] = []
+
+    def put_locked(self, units: List[Any], runner: bool = False) -> None:
+        self.queued.extend(len(u.msgs) for u in units)
+
+
+def _fetchers(room: int) -> Tuple[Any, Any, _ScriptedBroker, _RecordingLanes]:
+    """``(state, fetchers, broker, lanes)`` of a consumer of batch 10 and ``room``."""
+    from queen_sync.consumer._calls import PopSpec
+
+    st = _state.ConsumerState("q", room=room, limit=None, idle_s=None, drain_timeout=1.0)
+    broker, lanes = _ScriptedBroker(), _RecordingLanes()
+    spec = PopSpec("q", batch=10, wait=True, timeout_millis=1000)
+    return st, _fetching.Fetchers(st, broker, spec, lanes, None, None), broker, lanes  # type: ignore[arg-type]
+
+
+def test_the_backlog_lasts_from_a_full_pop_to_an_empty_one() -> None:
+    # a draining queue (partitions running dry one by one) answers short pops before it is
+    # empty: the workers keep popping through them, and only an empty pop hands the queue
+    # back to the fetchers' long polls; a trickle (short pops only) never starts a backlog
+    st, fetchers, broker, lanes = _fetchers(room=10)
+
+    def handled() -> None:  # what a pop brought is handled: all the room is free again
+        with st.lock:
+            st.free_slots, st.reserved, st.outstanding = 10, 0, 0
+
+    def worker_pop() -> bool:
+        got = fetchers.pop_for_worker()
+        handled()
+        return bool(got)
+
+    def fetcher_pop(got: int) -> None:  # the record of a fetcher's pop for 10 that brought got
+        with st.lock:
+            st.free_slots, st.reserved = 0, 10
+            fetchers._pop_done_locked(10, [{}] * got)
+        handled()
+
+    assert worker_pop() is False and broker.asked == []  # no pop yet: no backlog
+    fetcher_pop(3)  # short: still no backlog (a trickle)
+    assert worker_pop() is False and broker.asked == []
+    fetcher_pop(10)  # full: a backlog
+    broker.script.extend([10, 4, 7, 0])
+    assert [worker_pop() for _ in range(5)] == [True, True, True, False, False]
+    assert broker.asked == [(10, False)] * 4  # the short ones (4, 7) kept it; the empty one ended it
+    assert lanes.queued == [10, 4, 7]
+
+
+def test_a_fetchers_long_poll_on_its_way_does_not_hold_a_worker_back() -> None:
+    # a fetcher's pop in flight (here a long poll that does not come back) has its own room;
+    # a worker with a backlog and room left pops itself rather than wait for that pop
+    st, fetchers, broker, lanes = _fetchers(room=20)
+    with st.lock:
+        st.free_slots, st.reserved = 0, 10
+        fetchers._pop_done_locked(10, [{}] * 10)  # a backlog
+        st.free_slots, st.reserved = 20, 0
+        st.fetchers_alive = 1
+    fetcher = threading.Thread(target=fetchers.run, args=(0,), daemon=True)
+    fetcher.start()
+    try:
+        assert broker.polling.wait(DEADLINE_S)  # the fetcher's long poll holds 10 of the room
+        broker.script.append(10)
+        assert fetchers.pop_for_worker() is True
+        assert broker.asked == [(10, True), (10, False)] and lanes.queued == [10]
+    finally:
+        with st.lock:
+            st.request_stop_locked("stopped")
+        broker.release.set()
+        fetcher.join(DEADLINE_S)
+    assert not fetcher.is_alive()
