@@ -846,9 +846,10 @@ def test_the_backlog_lasts_from_a_full_pop_to_an_empty_one() -> None:
     assert lanes.queued == [10, 4, 7]
 
 
-def test_a_fetchers_long_poll_on_its_way_does_not_hold_a_worker_back() -> None:
-    # a fetcher's pop in flight (here a long poll that does not come back) has its own room;
-    # a worker with a backlog and room left pops itself rather than wait for that pop
+def test_a_fetchers_long_poll_on_its_way_holds_a_worker_back() -> None:
+    # a fetcher's pop in flight (here a long poll waiting at the broker) takes the next batch
+    # the moment there is one: a worker's own pop racing it would come back empty (and end
+    # the backlog), so the worker leaves the next pop to it, with room left or not
     st, fetchers, broker, lanes = _fetchers(room=20)
     with st.lock:
         st.free_slots, st.reserved = 0, 10
@@ -860,8 +861,8 @@ def test_a_fetchers_long_poll_on_its_way_does_not_hold_a_worker_back() -> None:
     try:
         assert broker.polling.wait(DEADLINE_S)  # the fetcher's long poll holds 10 of the room
         broker.script.append(10)
-        assert fetchers.pop_for_worker() is True
-        assert broker.asked == [(10, True), (10, False)] and lanes.queued == [10]
+        assert fetchers.pop_for_worker() is False
+        assert broker.asked == [(10, True)] and lanes.queued == []
     finally:
         with st.lock:
             st.request_stop_locked("stopped")

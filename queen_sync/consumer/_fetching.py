@@ -17,11 +17,11 @@ broker error) stops the consumer with that exception. Messages of a pop that com
 after a stop request are released at once (ack status ``retry``, ``_acks``).
 
 **A worker's own pop** (:meth:`Fetchers.pop_for_worker`): a worker that has finished its
-unit and finds no lane queued pops itself while the queue has a backlog (a full pop since
-the last empty one), under the same room and limit rules, without a long poll, and runs
-the first lane it brings; a fetcher's pop on its way (a prefetch) does not hold it back.
-The room its unit freed wakes no fetcher meanwhile (``ConsumerState.room_deferred``); if
-the worker does not pop, it passes that wake on. A hand-off between threads is a context switch and a GIL
+unit and finds no lane queued pops itself while the queue has a backlog (a pop brought all
+it asked for since the last empty one) and no fetcher's pop is in flight, under the same room and limit
+rules, without a long poll, and runs the first lane it brings. The room its unit freed
+wakes no fetcher meanwhile (``ConsumerState.room_deferred``); if the worker does not pop,
+it passes that wake on. A hand-off between threads is a context switch and a GIL
 hand-over, and a fetcher's pop costs two (fetcher → worker, freed room → fetcher): more
 client CPU per batch than decoding the pop (``benchmarks/bench_consume.py``).
 """
@@ -76,7 +76,8 @@ class Fetchers:
         self._acks = acks
         self._renewer = renewer
         self._work_gen = 0  # pops that brought messages (wakes the resting fetchers)
-        self._backlog = False  # a full pop since the last empty one (a worker may pop next)
+        self._backlog = False  # a pop brought all it asked for since the last empty one
+        self._fetching = 0  # fetchers' pops in flight (a worker waits for those, it does not pop)
 
     def _acquire(self) -> int:
         """Reserve room (and limit budget) for one pop, waiting for it; 0 means the fetcher
@@ -155,6 +156,7 @@ class Fetchers:
                         continue
                     timeout = max(1, min(timeout, int(math.ceil(idle_left * 1000.0))))
                 self._st.pops_in_flight += 1
+                self._fetching += 1
             pop = replace(spec, batch=n, timeout_millis=timeout)
             t0 = time.monotonic()
             # _pops_in_flight drops only once the outcome is recorded (outage or activity),
@@ -162,7 +164,7 @@ class Fetchers:
             try:
                 messages = self._broker.pop(pop)
             except BaseException as exc:
-                if self._pop_failed(exc, n, t0):
+                if self._pop_failed(exc, n, t0, fetcher=True):
                     self._st.stop_evt.wait(backoff(attempt))
                     attempt += 1
                     continue
@@ -173,6 +175,7 @@ class Fetchers:
             self._st.outage.success(t0)
             with self._st.lock:
                 self._st.pops_in_flight -= 1
+                self._fetching -= 1
                 gen = self._work_gen
                 self._pop_done_locked(n, messages)
             if messages:
@@ -188,7 +191,10 @@ class Fetchers:
 
     def pop_for_worker(self) -> bool:
         """One pop made by a lane worker that has finished its unit and found no lane queued
-        (it would otherwise wait for the next pop); the worker then runs what it brought.
+        (it would otherwise wait for the next pop); the worker then runs what it brought. Not
+        while a fetcher's pop is in flight: that one was made ahead for the workers, and a
+        long poll waiting at the broker takes the next batch the moment there is one (a
+        worker's pop racing it would mostly come back empty).
 
         In the steady state this saves the two thread hand-offs of a fetcher's pop (the
         fetcher waking a worker, the worker's freed room waking a fetcher), each a context
@@ -197,9 +203,7 @@ class Fetchers:
         a backlog: from a pop that brought all it asked for to one that brought nothing (a
         short pop in between, as when partitions run dry one by one, keeps it). A queue
         with no backlog (an idle consumer, a trickle of messages) is left to the fetchers'
-        long polls, one pop per arrival. A fetcher's pop on its way does not hold it back:
-        that one (a prefetch, or a long poll) has its own room, and a worker that waited
-        for it would cost the hand-off this pop saves. A failure is
+        long polls, one pop per arrival. A failure is
         read as a fetcher's: a refusal stops the consumer with that error, a closed client
         with reason ``"closed"``; a transient one is recorded as an outage (logged once), so
         that ``idle_millis`` passing while it was in flight stops the consumer
@@ -211,7 +215,7 @@ class Fetchers:
         read timeout ``ack_timeout_millis``.
         """
         with self._st.lock:
-            if not self._backlog:
+            if not self._backlog or self._fetching:
                 if self._st.free_slots > 0:
                     self._st.room.notify()  # the wake the worker's resolve deferred (Lanes.run)
                 return False
@@ -226,7 +230,7 @@ class Fetchers:
             pop = replace(self._spec, batch=n, wait=False, read_timeout_millis=self._broker.call_timeout_millis())
             messages = self._broker.pop(pop)
         except BaseException as exc:
-            if self._pop_failed(exc, n, t0):
+            if self._pop_failed(exc, n, t0, fetcher=False):
                 log.debug("a worker's pop from queue %r failed (%s); the fetchers carry on", self._st.queue, exc)
             if not isinstance(exc, Exception):
                 raise
@@ -243,7 +247,7 @@ class Fetchers:
         self._dispatch(messages, runner=True)
         return True
 
-    def _pop_failed(self, exc: BaseException, n: int, t0: float) -> bool:
+    def _pop_failed(self, exc: BaseException, n: int, t0: float, fetcher: bool) -> bool:
         """Record a pop (a fetcher's, or a worker's own) for ``n`` reserved messages that
         raised ``exc``: its room and limit budget go back; a transient failure is an outage
         (logged once); a closed client stops the consumer (``"closed"``) and any other
@@ -253,6 +257,8 @@ class Fetchers:
             self._st.outage.failure("pop", exc, t0)
         with self._st.lock:
             self._st.pops_in_flight -= 1
+            if fetcher:
+                self._fetching -= 1
             self._st.give_back_locked(n, n)
             self._backlog = False
             if isinstance(exc, ClientClosedError):
@@ -267,10 +273,10 @@ class Fetchers:
         unused room and budget go back, and whether there is a backlog (see below);
         messages wake the resting fetchers."""
         self._st.give_back_locked(n - len(messages), n - len(messages))
-        # A full pop starts a backlog, an empty one ends it; a partial one leaves it as it
-        # was. So a draining queue (partitions running dry one by one, each pop bringing
-        # their rest) stays with the workers' own pops until a pop finds nothing, while a
-        # trickle (every pop short) never starts one.
+        # A pop that brought all it asked for starts a backlog, an empty one ends it, a
+        # short one leaves it as it was. So a draining queue (partitions running dry one by
+        # one, each pop bringing their rest) stays with the workers' own pops until a pop
+        # finds nothing, while a trickle (pops shorter than asked) never starts one.
         if len(messages) >= n:
             self._backlog = True
         elif not messages:
