@@ -47,15 +47,18 @@ class FloorClient:
     # ------------------------------------------------------------------ push
 
     @staticmethod
-    def push_bodies(queue: str, items: List[Dict[str, Any]], calls: int) -> List[bytes]:
-        """``calls`` push bodies of ``items`` (each ``{"data": ...}``) with fresh ids: the same
-        wire items as queen_sync sends for ``queue(queue).push(items)``. Build before the clock."""
+    def push_documents(queue: str, items: List[Dict[str, Any]], calls: int) -> List[Dict[str, Any]]:
+        """``calls`` push bodies of ``items`` (each ``{"data": ...}``) with fresh ids, not yet
+        encoded: the same wire items as queen_sync sends for ``queue(queue).push(items)``."""
         return [
-            orjson.dumps(
-                {"items": [{"queue": queue, "payload": it["data"], "transactionId": str(uuid.uuid4())} for it in items]}
-            )
+            {"items": [{"queue": queue, "payload": it["data"], "transactionId": str(uuid.uuid4())} for it in items]}
             for _ in range(calls)
         ]
+
+    @staticmethod
+    def push_bodies(queue: str, items: List[Dict[str, Any]], calls: int) -> List[bytes]:
+        """:meth:`push_documents`, encoded (``orjson.dumps``). Build before the clock."""
+        return [orjson.dumps(doc) for doc in FloorClient.push_documents(queue, items, calls)]
 
     def push(self, body: bytes, expected: int) -> int:
         """One push request; returns the number of items stored (queued or duplicate)."""
@@ -68,14 +71,16 @@ class FloorClient:
             raise RuntimeError("floor push: %d of %d stored: %r" % (ok, expected, results[:3]))
         return ok
 
-    def push_run(self, bodies_per_thread: List[List[bytes]], batch: int) -> Tuple[float, float]:
-        """Send every thread's bodies from its own thread; returns ``(wall, cpu)`` seconds."""
+    def push_run(self, bodies_per_thread: List[List[Any]], batch: int) -> Tuple[float, float]:
+        """Send every thread's bodies from its own thread; returns ``(wall, cpu)`` seconds.
+        A body that is not yet ``bytes`` (a :meth:`push_documents` document) is encoded with
+        ``orjson.dumps`` right before its request, inside the clock."""
         barrier = threading.Barrier(len(bodies_per_thread) + 1)
 
-        def work(bodies: List[bytes]) -> None:
+        def work(bodies: List[Any]) -> None:
             barrier.wait()
             for body in bodies:
-                self.push(body, batch)
+                self.push(body if isinstance(body, bytes) else orjson.dumps(body), batch)
 
         threads = [threading.Thread(target=work, args=(b,)) for b in bodies_per_thread]
         for t in threads:

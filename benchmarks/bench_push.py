@@ -35,6 +35,12 @@ What is measured:
   clock, replies decoded and verdicts counted (for ``buffered 1-item``: the 1000-item bodies
   the buffer ends up sending). ``xfl CPU`` is CPU per message divided by the floor's, for
   queen_sync (``ours``) and queen-mq (``mq``); lower is better, 1.00 is the floor.
+- ``fe`` (floor + encode), a reference beside the floor: the floor's client, its documents
+  built and ids minted before the clock as the floor's, but each encoded with
+  ``orjson.dumps`` right before its request, inside the clock. Every client that is handed
+  Python objects pays that serialisation; ``fe xfl`` shows what it costs on its own (at
+  batch 1000, with the payloads cold in cache by then, a good part of the floor's own CPU),
+  and ``xfe`` divides queen_sync's CPU per message by it.
 
 Ratios ``x msg/s`` / ``x CPU`` are queen_sync / queen-mq (throughput: higher is better; CPU
 and latency: lower is better). The broker is the embedded Python one unless ``QUEEN_URL`` is set, so absolute
@@ -173,17 +179,26 @@ def theirs_latency(url: str, queue: str, n: int) -> List[float]:
 # --------------------------------------------------------------------------- floor
 
 
-def floor_push(url: str, queue: str, batch: int, threads: int, total: int, buffered: bool) -> Tuple[float, float]:
+def floor_push(url: str, queue: str, batch: int, threads: int, total: int, buffered: bool,
+               encode: bool = False) -> Tuple[float, float]:
+    """The floor's run (bodies built and encoded before the clock); ``encode``: the
+    ``fl+enc`` reference, whose documents (ids minted) are built before the clock and
+    encoded with ``orjson.dumps`` inside it, request by request."""
     if buffered:  # what the buffer sends: bodies of up to 1000 items
         batch = min(1000, total)
     items = payloads(batch)
     calls = split(total // batch, threads)
     floor = FloorClient(url, maxsize=max(8, threads))
     try:
-        bodies = [FloorClient.push_bodies(queue, items, n) for n in calls]  # before the clock
+        build = FloorClient.push_documents if encode else FloorClient.push_bodies
+        bodies: List[List[Any]] = [list(build(queue, items, n)) for n in calls]  # before the clock
         return floor.push_run(bodies, batch)
     finally:
         floor.close()
+
+
+def floor_encode_push(url: str, queue: str, batch: int, threads: int, total: int, buffered: bool) -> Tuple[float, float]:
+    return floor_push(url, queue, batch, threads, total, buffered, encode=True)
 
 
 def floor_latency(url: str, queue: str, n: int) -> List[float]:
@@ -242,9 +257,10 @@ def main() -> int:
             total = max(batch, total - total % batch)
             for threads in (1, 8):
                 r: Dict[str, Any] = {"name": name, "threads": threads, "total": total}
-                runs: Dict[str, List[Tuple[float, float]]] = {"floor": [], "ours": [], "theirs": []}
+                runs: Dict[str, List[Tuple[float, float]]] = {"floor": [], "flenc": [], "ours": [], "theirs": []}
+                clients = (("floor", floor_push), ("flenc", floor_encode_push), ("ours", ours_push), ("theirs", theirs_push))
                 for rnd in range(opts.repeats):  # the clients take turns, so a busy spell hits them alike
-                    for who, fn in (("floor", floor_push), ("ours", ours_push), ("theirs", theirs_push)):
+                    for who, fn in clients:
                         queue = "bench-%s-%s-%d-%d-%s-%d" % (run_id, who, batch, threads, "b" if buffered else "u", rnd)
                         wall, cpu = fn(url, queue, batch, threads, total, buffered)
                         runs[who].append((total / wall, cpu / total * 1e6))
@@ -267,23 +283,26 @@ def main() -> int:
 
         print()
         print("Throughput and client CPU per message (us); xfl = CPU per message / the floor's; x = queen_sync / queen-mq")
-        hdr = "%-16s %3s %6s | %8s %6s | %8s %6s %6s | %8s %6s %6s | %7s %6s" % (
-            "workload", "thr", "msgs", "fl msg/s", "fl us", "ours/s", "us", "xfl", "mq/s", "us", "xfl", "x msg/s", "x CPU",
+        hdr = "%-16s %3s %6s | %8s %6s | %6s %5s | %8s %6s %6s %6s | %8s %6s %6s | %7s %6s" % (
+            "workload", "thr", "msgs", "fl msg/s", "fl us", "fe us", "xfl",
+            "ours/s", "us", "xfl", "xfe", "mq/s", "us", "xfl", "x msg/s", "x CPU",
         )
         print_header(hdr)
         for r in rows:
-            f, o, t = r["floor"], r["ours"], r["theirs"]
+            f, e, o, t = r["floor"], r["flenc"], r["ours"], r["theirs"]
             print(
-                "%-16s %3s %6d | %8.0f %6.1f | %8.0f %6.1f %5.2fx | %8.0f %6.1f %5.2fx | %6.2fx %5.2fx"
+                "%-16s %3s %6d | %8.0f %6.1f | %6.1f %4.2fx | %8.0f %6.1f %5.2fx %5.2fx | %8.0f %6.1f %5.2fx | %6.2fx %5.2fx"
                 % (
                     r["name"], r["threads"], r["total"],
                     f[0], f[1],
-                    o[0], o[1], o[1] / f[1],
+                    e[1], e[1] / f[1],
+                    o[0], o[1], o[1] / f[1], o[1] / e[1],
                     t[0], t[1], t[1] / f[1],
                     o[0] / t[0], o[1] / t[1],
                 )
             )
         print("(threads=8: queen_sync uses 8 OS threads on one Queen; queen-mq 8 asyncio tasks on one client)")
+        print("(fe: the floor encoding its bodies inside the clock, orjson.dumps per request; xfe = ours / fe)")
         print()
         print("Single push from synchronous code, latency in ms")
         hdr2 = "%-44s %8s %8s %8s %8s" % ("client", "samples", "p50", "p99", "mean")
