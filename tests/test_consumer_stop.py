@@ -176,6 +176,37 @@ def test_keyboard_interrupt_stops_gracefully_and_reraises(client: Queen, qname: 
     assert sorted(_drain_group(client, qname) + seen) == sorted(pushed)
 
 
+def test_keyboard_interrupt_while_the_threads_start_stops_them(client: Queen, qname: str, monkeypatch: Any) -> None:
+    # the interrupt can land in consume() before the supervisor runs: a handler may already
+    # be running while the last threads are started; those started are stopped all the same
+    from queen_sync.consumer import _consumer
+
+    pushed = _push_burst(client, qname, 1, 3)
+    seen: List[str] = []
+    real = _consumer.Consumer._add_thread
+
+    def add_thread(self: Any, t: threading.Thread) -> None:
+        real(self, t)
+        if t.name.endswith("-fetch-1"):  # two fetchers started, the third not yet
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_consumer.Consumer, "_add_thread", add_thread)
+    made: List[Any] = []
+    real_init = _consumer.Consumer.__init__
+
+    def init(self: Any, *a: Any, **kw: Any) -> None:
+        real_init(self, *a, **kw)
+        made.append(self)
+
+    monkeypatch.setattr(_consumer.Consumer, "__init__", init)
+    with pytest.raises(KeyboardInterrupt):
+        client.queue(qname).group("g").concurrency(3).idle_millis(20000).consume(lambda m: seen.append(m["transactionId"]))
+    monkeypatch.undo()
+    assert made[0].result.reason == "interrupted"
+    assert _wait_until(lambda: not client.running_consumers())
+    assert sorted(_drain_group(client, qname) + seen) == sorted(pushed)
+
+
 def test_handle_signals_sigterm_is_a_graceful_stop(client: Queen, qname: str) -> None:
     pushed = _push_burst(client, qname, 1, 4)
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)

@@ -266,8 +266,10 @@ class Consumer:
         """
         self._signals.install()
         try:
-            self._start_threads()
             try:
+                # an interrupt while the threads start (a handler can run before the last
+                # one has) stops them too
+                self._start_threads()
                 self._supervisor.watch()
             except KeyboardInterrupt:
                 if self._st.stopping:  # interrupted while already stopping: abort the drain
@@ -416,12 +418,13 @@ class Consumer:
         self._st.last_activity = time.monotonic()
         register(self)
         name = "queen-consume-%s" % self._st.queue
-        with self._st.lock:
-            self._st.fetchers_alive = self._concurrency
         for i in range(self._concurrency):
             self._add_thread(threading.Thread(target=self._thread_main, args=(self._lanes.run,),
                                               name="%s-worker-%d" % (name, i), daemon=True))
         for i in range(self._concurrency):
+            # counted one by one as started: a stop during start-up waits for those only
+            with self._st.lock:
+                self._st.fetchers_alive += 1
             self._add_thread(threading.Thread(target=self._thread_main, args=(lambda i=i: self._fetchers.run(i),),
                                               name="%s-fetch-%d" % (name, i), daemon=True))
         if self._renewer is not None:
