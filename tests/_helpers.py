@@ -127,3 +127,17 @@ class FakeConsumerSession:
     def answer_acks(self, doc: Dict[str, Any], items: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         """The per-item results of one ack request (or raise, as a broken request would)."""
         raise NotImplementedError
+
+
+def capture_consumers(monkeypatch: Any) -> List[Consumer]:
+    """The :class:`Consumer` objects made from now on, in order (a blocking ``consume()``
+    hides its own); ``monkeypatch`` undoes the hook."""
+    made: List[Consumer] = []
+    real = Consumer.__init__
+
+    def init(self: Consumer, *a: Any, **kw: Any) -> None:
+        real(self, *a, **kw)
+        made.append(self)
+
+    monkeypatch.setattr(Consumer, "__init__", init)
+    return made

@@ -14,7 +14,7 @@ import pytest
 
 from queen_sync import InvalidInputError, Queen
 
-from _helpers import wait_until as _wait_until  # 15 s default
+from _helpers import capture_consumers, wait_until as _wait_until  # 15 s default
 
 
 #: signals sent to this very process (handled in its main thread): run outside pytest-xdist
@@ -191,14 +191,7 @@ def test_keyboard_interrupt_while_the_threads_start_stops_them(client: Queen, qn
             raise KeyboardInterrupt
 
     monkeypatch.setattr(_consumer.Consumer, "_add_thread", add_thread)
-    made: List[Any] = []
-    real_init = _consumer.Consumer.__init__
-
-    def init(self: Any, *a: Any, **kw: Any) -> None:
-        real_init(self, *a, **kw)
-        made.append(self)
-
-    monkeypatch.setattr(_consumer.Consumer, "__init__", init)
+    made = capture_consumers(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         client.queue(qname).group("g").concurrency(3).idle_millis(20000).consume(lambda m: seen.append(m["transactionId"]))
     monkeypatch.undo()

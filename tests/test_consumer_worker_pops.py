@@ -16,9 +16,9 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from queen_sync import Queen
-from queen_sync.consumer import _calls, _consumer, _fetching, _lanes, _state
+from queen_sync.consumer import _calls, _fetching, _lanes, _state
 
-from _helpers import wait_until
+from _helpers import capture_consumers as _capture_consumers, wait_until
 
 DEADLINE_S = 20.0  # generous: every wait below normally ends in well under a second
 
@@ -44,19 +44,6 @@ def _record_pops(monkeypatch: Any) -> List[Tuple[str, bool, int, int]]:
 
 def _worker_pops(pops: List[Tuple[str, bool, int, int]]) -> List[Tuple[str, bool, int, int]]:
     return [x for x in pops if "-worker-" in x[0]]
-
-
-def _capture_consumers(monkeypatch: Any) -> List[Any]:
-    """The Consumer objects made from now on (a blocking consume() hides its own)."""
-    made: List[Any] = []
-    real = _consumer.Consumer.__init__
-
-    def init(self: Any, *a: Any, **kw: Any) -> None:
-        real(self, *a, **kw)
-        made.append(self)
-
-    monkeypatch.setattr(_consumer.Consumer, "__init__", init)
-    return made
 
 
 @pytest.fixture
