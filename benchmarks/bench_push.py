@@ -181,9 +181,9 @@ def theirs_latency(url: str, queue: str, n: int) -> List[float]:
 
 def floor_push(url: str, queue: str, batch: int, threads: int, total: int, buffered: bool,
                encode: bool = False) -> Tuple[float, float]:
-    """The floor's run (bodies built and encoded before the clock); ``encode``: the
-    ``fl+enc`` reference, whose documents (ids minted) are built before the clock and
-    encoded with ``orjson.dumps`` inside it, request by request."""
+    """The floor's run (bodies built and encoded before the clock); ``encode``: the ``fe``
+    reference, whose documents (ids minted) are built before the clock and encoded with
+    ``orjson.dumps`` inside it, request by request."""
     if buffered:  # what the buffer sends: bodies of up to 1000 items
         batch = min(1000, total)
     items = payloads(batch)
@@ -191,7 +191,7 @@ def floor_push(url: str, queue: str, batch: int, threads: int, total: int, buffe
     floor = FloorClient(url, maxsize=max(8, threads))
     try:
         build = FloorClient.push_documents if encode else FloorClient.push_bodies
-        bodies: List[List[Any]] = [list(build(queue, items, n)) for n in calls]  # before the clock
+        bodies: List[List[Any]] = [build(queue, items, n) for n in calls]  # before the clock
         return floor.push_run(bodies, batch)
     finally:
         floor.close()

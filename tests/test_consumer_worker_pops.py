@@ -54,6 +54,22 @@ def slow_ticks(monkeypatch: Any) -> None:
     monkeypatch.setattr(_lanes, "TICK_S", 60.0)
 
 
+def _held_then_acked(consumer: Any, blocked: threading.Event, release: threading.Event, *, outstanding: int,
+                     acked: int) -> None:
+    """Once a handler has ``blocked`` (waiting for ``release``), the background ``consumer``
+    comes to hold ``outstanding`` messages (what its pops ahead brought); then, released,
+    it acks ``acked``. Stopped and joined in any case."""
+    try:
+        assert blocked.wait(DEADLINE_S)
+        assert wait_until(lambda: consumer._outstanding == outstanding, DEADLINE_S), consumer._outstanding
+        release.set()
+        assert wait_until(lambda: consumer.result.acked == acked, DEADLINE_S), consumer.result
+    finally:
+        release.set()
+        consumer.stop()
+    assert consumer.join(30)
+
+
 def _left(client: Queen, qname: str, group: str) -> List[Tuple[int, int]]:
     """What ``group`` can still pop from the queue (a wildcard pop brings one partition)."""
     out: List[Tuple[int, int]] = []
@@ -277,15 +293,7 @@ def test_prefetch_needs_no_tick_when_a_handler_starts(client: Queen, qname: str,
     consumer = client.queue(qname).group("g").batch(4).concurrency(1).idle_millis(60000).consume(
         handler, background=True
     )
-    try:
-        assert first.wait(DEADLINE_S)
-        assert wait_until(lambda: consumer._outstanding == 4, DEADLINE_S), consumer._outstanding
-        release.set()
-        assert wait_until(lambda: consumer.result.acked == 4, DEADLINE_S), consumer.result
-    finally:
-        release.set()
-        consumer.stop()
-    assert consumer.join(30)
+    _held_then_acked(consumer, first, release, outstanding=4, acked=4)
 
 
 def test_prefetch_needs_no_tick_in_each_mode(client: Queen, qname: str, slow_ticks: None) -> None:
@@ -321,16 +329,8 @@ def test_prefetch_needs_no_tick_in_each_mode(client: Queen, qname: str, slow_tic
     consumer = client.queue(qname).group("g").batch(4).each().concurrency(2).idle_millis(60000).consume(
         handler, background=True
     )
-    try:
-        assert y_blocked.wait(DEADLINE_S)
-        # X's 4 and Y's 2 unfinished, and the pop ahead brought 2 of Z
-        assert wait_until(lambda: consumer._outstanding == 8, DEADLINE_S), consumer._outstanding
-        release.set()
-        assert wait_until(lambda: consumer.result.acked == 12, DEADLINE_S), consumer.result
-    finally:
-        release.set()
-        consumer.stop()
-    assert consumer.join(30)
+    # X's 4 and Y's 2 unfinished, and the pop ahead brought 2 of Z
+    _held_then_acked(consumer, y_blocked, release, outstanding=8, acked=12)
     assert consumer.result.handled == 12
 
 

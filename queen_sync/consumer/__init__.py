@@ -16,9 +16,8 @@ A :class:`Consumer` runs three kinds of threads over one queue builder's setting
   (from a pop that brought all it asked for to one that brought nothing), a worker that has
   finished its unit and finds nothing queued and no fetcher's pop on its way pops itself
   (no long poll, read timeout ``ack_timeout_millis``) with the room it freed, and runs
-  what that brings: in the steady
-  state one thread pops, handles and acks, without the two hand-offs between threads a
-  fetcher's pop costs.
+  what that brings: in the steady state one thread pops, handles and acks, without the two
+  hand-offs between threads a fetcher's pop costs.
 * with ``renew_lease(True)``, a **renewer** extends every lease that still has unfinished
   messages; a lease the broker refuses is lost to this consumer (its messages are neither
   handled nor acked; the broker redelivers them).

@@ -73,7 +73,8 @@ def pop(requester: Requester, spec: PopSpec) -> List[Message]:
     204 from a broker in pop maintenance).
 
     The HTTP read timeout is ``spec.read_timeout_millis`` when set, else
-    ``spec.timeout_millis + 5000`` ms for a long poll (``wait``), else the requester's. Raises BrokerError (and transport errors) for real failures.
+    ``spec.timeout_millis + 5000`` ms for a long poll (``wait``), else the requester's.
+    Raises BrokerError (and transport errors) for real failures.
     Wire: ``GET /api/v1/pop/queue/{q}[/partition/{p}]?batch=&wait=&timeout=&consumerGroup=
     &partitions=&autoAck=&subscriptionMode=&subscriptionFrom=``.
     """
