@@ -8,7 +8,9 @@ twin, and gives byte-identical bodies / equal decoded values for the same input 
 The speed comes from direct C-API calls, minting UUIDv7 ids from one ``os.urandom`` call
 per batch with the hex formatted in C, and a single ``orjson`` call per body: a push of
 payload-only items is spliced from one orjson pass over the payloads, without wire dicts.
-The push encode lives in ``_push.pxi``, included below (one extension module, two files).
+The push encode lives in ``_push.pxi`` and the decode of flat-object list replies (push
+results, ack verdicts, lease extensions) in ``_replies.pxi``, both included below (one
+extension module, three files).
 
 The module keeps no mutable state (it is declared free-threading compatible): module
 globals are read-only constants bound at import time.
@@ -432,8 +434,14 @@ def decode_pop(body):
     return messages
 
 
+include "_replies.pxi"
+
+
 cdef list _decode_list(object body, str what):
-    cdef object doc = _decode(body)
+    cdef object doc = _decode_flat_list(body)
+    if doc is not None:
+        return <list>doc  # a list of dicts, by construction
+    doc = _decode(body)
     cdef object r
     if PyDict_Check(doc):
         if "error" in <dict>doc:
@@ -455,9 +463,11 @@ def decode_push_result(body):
 def decode_push_reply(body, Py_ssize_t count):
     """Decode and check the reply to a push of ``count`` items in one pass: ``(results,
     failed)`` (see ``queen_sync._pycodec.decode_push_reply``)."""
-    cdef object doc = _decode(body)
+    cdef object doc = _decode_flat_list(body)
     cdef object r
     cdef Py_ssize_t failed = 0
+    if doc is None:
+        doc = _decode(body)
     if PyDict_Check(doc):
         if "error" in <dict>doc:
             raise _refusal(<dict>doc, "push")
