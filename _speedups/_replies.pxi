@@ -134,13 +134,11 @@ cdef const char* _scan_pair(const char* p, const char* end, _Pair* pair, PyObjec
     pair.key = p + 1
     pair.key_len = q - (p + 1)
     p = q + 1
-    if p < end and p[0] == 58:  # ':' (compact JSON)
-        p += 1
-    else:
+    if p >= end or p[0] != 58:  # ':' right after the key (compact JSON), else after blanks
         p = _ws(p, end)
         if p >= end or p[0] != 58:
             return NULL
-        p = _ws(p + 1, end)
+    p = _ws(p + 1, end)
     if p >= end:
         return NULL
     if p[0] == 34:

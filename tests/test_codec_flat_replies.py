@@ -142,18 +142,20 @@ def test_edge_bodies_decode_as_orjson_does(body: bytes) -> None:
     assert_same(body)
 
 
-def test_a_push_reply_is_decoded_with_shared_values_but_equal_dicts() -> None:
-    """The shape a push reply has: equal to orjson's, and (what makes it cheaper) the
-    repeated values are one object, the dicts distinct objects."""
+@pytest.mark.parametrize("layout", [{"separators": (",", ":")}, {}, {"indent": 2}])
+def test_a_push_reply_is_decoded_with_shared_values_but_equal_dicts(layout: Any) -> None:
+    """The shape a push reply has, compact or with blanks: equal to orjson's, and (what
+    makes it cheaper) the repeated values are one object, the dicts distinct objects."""
     import orjson
 
-    body = orjson.dumps(
+    body = json.dumps(
         [
             {"index": i, "message_id": "m-%d" % i, "partition_id": "p-1", "queueName": "orders",
              "status": "queued", "trace_id": None, "transaction_id": "t-%d" % i}
             for i in range(5)
-        ]
-    )
+        ],
+        **layout,
+    ).encode()
     got, failed = CY.decode_push_reply(body, 5)
     assert typed(got) == typed(orjson.loads(body)) and failed == 0
     assert len({id(r) for r in got}) == 5
