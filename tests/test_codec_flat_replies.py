@@ -136,10 +136,31 @@ def test_cut_and_corrupted_bodies_fail_or_decode_alike(doc: List[Any], at: int, 
         b'{"error":"boom"}', b'[{"a":"x","b":"y"},{"a":"x","b":"yz"},{"a":"xy","b":"y"},{"a":"x","b":"y"}]',
         b'[{"a":"12345678"},{"a":"123456789"},{"a":"1234567"},{"a":"12345678"}]',
         b'\xef\xbb\xbf[{"a":1}]', b"", b" ",
+        # a sign then a leading zero; a value the item before held as a non-str, now as text
+        b'[{"a":-01}]', b'[{"a":-00}]', b'[{"a":1},{"a":"1"}]', b'[{"a":null},{"a":"null"}]', b'[{"a":true},{"a":1}]',
+        # the shape changes: keys reordered, one fewer, one more; spaced after a key met before
+        b'[{"a":1,"b":2},{"b":2,"a":1}]', b'[{"a":1,"b":2},{"a":1}]', b'[{"a":1},{"a":1,"b":2}]',
+        b'[{"a":"x"},{"a" :"x"}]', b'[{"a":"x"},{"a":"x', b'[{"a":"x"},{"a":"x"', b'[{"a":1}]\x00', b'[{"a":true }]',
+        # what must stop the eight-byte scan, first and last in a word with more text after it
+        b'[{"a":"\x1f2345678901234567"}]', b'[{"a":"1234567\x1f901234567"}]', b'[{"a":"\\n345678901234567"}]',
+        b'[{"a":"1234567\\n01234567"}]', b'[{"a":"\xc3\xa92345678901234567"}]', b'[{"a":"1234567\xff901234567"}]',
+        b'[{"a":"\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f"}]', b'[{"1234567":"1"}]', b'[{"a":"12345678"}]',
+        # the key table's limit: 32 keys decoded here, 33 left to orjson, also after a 32-key item
+        b"[{" + b",".join(b'"k%d":%d' % (i, i) for i in range(32)) + b"}]",
+        b"[{" + b",".join(b'"k%d":%d' % (i, i) for i in range(33)) + b"}]",
+        b"[{" + b",".join(b'"k%d":%d' % (i, i) for i in range(32)) + b"},{"
+        + b",".join(b'"k%d":%d' % (i, i) for i in range(33)) + b"}]",
     ],
 )
 def test_edge_bodies_decode_as_orjson_does(body: bytes) -> None:
     assert_same(body)
+
+
+@pytest.mark.parametrize("kind", [bytearray, memoryview, lambda b: b.decode("utf-8"), type("Body", (bytes,), {})])
+def test_bodies_not_exactly_bytes_decode_as_the_pure_codec_does(kind: Any) -> None:
+    """Only an exact ``bytes`` takes the compiled shortcut; the others go the generic way."""
+    for body in (b'[{"a":1,"b":"x"},{"a":2,"b":"x"}]', b"[]", b'[{"a":1}]x', b""):
+        assert_same(kind(body))
 
 
 @pytest.mark.parametrize("layout", [{"separators": (",", ":")}, {}, {"indent": 2}])
