@@ -281,7 +281,9 @@ cdef object _decode_flat_list(object body):
                     PyDict_SetItem(d, k, v)
                     keys[i] = <PyObject*>k
                     values[i] = <PyObject*>v
-                if PyDict_Size(d) != n:  # a key twice: orjson's last-wins rule, left to it
+                # a key twice: orjson's last-wins rule, left to it (and values[] would
+                # hold a replaced value, freed by now: never read past this return)
+                if PyDict_Size(d) != n:
                     return None
                 prev_n = n
             out.append(d)
