@@ -322,6 +322,95 @@ cdef int _has_non_finite(PyObject* o, int depth) except -1:
     return 1 if _py_has_non_finite(<object>o, depth - 1) else 0
 
 
+cdef inline Py_ssize_t _span_count_null(const char* p, const char* end) noexcept:
+    """How many ``null`` within ``[p, end)`` (a ``"null"`` inside a string counts too)."""
+    cdef Py_ssize_t k = 0
+    end -= 3
+    while p < end:
+        p = <const char*>memchr(p, 110, end - p)  # 'n'
+        if p == NULL:
+            break
+        if p[1] == 117 and p[2] == 108 and p[3] == 108:  # "ull"
+            k += 1
+            p += 4
+        else:
+            p += 1
+    return k
+
+
+cdef enum:
+    _BFS_MAX = 256
+
+
+cdef int _payload_non_finite(PyObject* o, Py_ssize_t nulls) except -1:
+    """:func:`_has_non_finite` (``o`` at depth 0) for a payload whose JSON text holds at most
+    ``nulls`` nulls, done as soon as that many ``None`` were met: each None is written as
+    one null, so none is left for a NaN. Breadth first (a payload's own None fields are
+    met before its nested containers are walked); past ``_BFS_MAX`` queued containers, or
+    at an unusual type, the depth-first walk from the top instead."""
+    cdef PyObject* queue[_BFS_MAX]
+    cdef int depths[_BFS_MAX]
+    cdef Py_ssize_t head = 0, tail = 1, nones = 0, pos, i, n = 0
+    cdef PyObject* c
+    cdef PyObject* v
+    cdef PyTypeObject* t
+    cdef PyTypeObject* tc
+    cdef int d
+    if o == <PyObject*>None:
+        return 0
+    tc = Py_TYPE(<object>o)
+    if tc != &PyDict_Type and tc != &PyList_Type and tc != &PyTuple_Type:
+        return _has_non_finite(o, 0)
+    queue[0] = o
+    depths[0] = 0
+    while head < tail:
+        c = queue[head]
+        d = depths[head] + 1  # the depth of c's items
+        head += 1
+        if d > _MAX_DEPTH:
+            continue  # as _has_non_finite: not walked
+        tc = Py_TYPE(<object>c)
+        pos = 0
+        i = 0
+        n = PyDict_Size(<object>c) if tc == &PyDict_Type else (
+            PyList_GET_SIZE(<object>c) if tc == &PyList_Type else PyTuple_GET_SIZE(<object>c))
+        while True:
+            if tc == &PyDict_Type:
+                if not PyDict_Next(<object>c, &pos, NULL, &v):
+                    break
+            elif tc == &PyList_Type:
+                if i >= PyList_GET_SIZE(<object>c):
+                    break
+                v = PyList_GET_ITEM(<object>c, i)
+                i += 1
+            else:
+                if i >= n:
+                    break
+                v = PyTuple_GET_ITEM(<object>c, i)
+                i += 1
+            if v == <PyObject*>None:
+                nones += 1
+                if nones >= nulls:
+                    return 0
+                continue
+            t = Py_TYPE(<object>v)
+            if t == &PyUnicode_Type or t == &PyLong_Type or t == &PyBool_Type:
+                continue
+            if t == &PyFloat_Type:
+                if not isfinite(PyFloat_AS_DOUBLE(<object>v)):
+                    return 1
+                continue
+            if tail < _BFS_MAX and (t == &PyDict_Type or t == &PyList_Type or t == &PyTuple_Type):
+                queue[tail] = v
+                depths[tail] = d
+                tail += 1
+                continue
+            # an unusual type (its check runs Python code, which must not find borrowed
+            # pointers queued here), or too many containers: the whole depth-first walk
+            return _has_non_finite(o, 0)
+    return 0
+
+
 cdef bint _wire_has_non_finite(list wire, list payloads) except -1:
     """The payloads of wire items (the only place a float can be: ids and names are str);
     ``payloads`` lists them when the builder collected them (else they are looked up)."""
@@ -388,7 +477,7 @@ cdef object _encode_push_spliced(object queue, object partition, list seq, bint 
     cdef Py_ssize_t n = len(seq)
     cdef Py_ssize_t heads = 1 if partition is None else 2
     cdef Py_ssize_t parts = heads + n
-    cdef Py_ssize_t i, k, pos, size, total, head_len
+    cdef Py_ssize_t i, k, pos, size, total, head_len, nulls
     cdef PyObject* key
     cdef PyObject* value
     cdef object item, out, body
@@ -449,8 +538,8 @@ cdef object _encode_push_spliced(object queue, object partition, list seq, bint 
         spans[2 * parts - 1] = end - base
         if not nan_as_null:
             for k in range(heads, parts):
-                if (_span_has_null(base + spans[2 * k], base + spans[2 * k + 1])
-                        and _obj_has_non_finite(<object>PyList_GET_ITEM(flat, 2 * k))):
+                nulls = _span_count_null(base + spans[2 * k], base + spans[2 * k + 1])
+                if nulls and _spliced_non_finite(<object>PyList_GET_ITEM(flat, 2 * k), nulls):
                     return None
         head_len = PyBytes_GET_SIZE(_KQ) + (spans[1] - spans[0]) + PyBytes_GET_SIZE(_KPL)
         if heads == 2:
@@ -493,6 +582,12 @@ cdef object _encode_push_spliced(object queue, object partition, list seq, bint 
         return body
     finally:
         PyMem_Free(spans)
+
+
+cdef bint _spliced_non_finite(object payload, Py_ssize_t nulls) except -1:
+    if _FREE_THREADED:
+        return bool(_py_has_non_finite(payload, 0))
+    return _payload_non_finite(<PyObject*>payload, nulls) == 1
 
 
 cdef bint _obj_has_non_finite(object obj) except -1:

@@ -9,6 +9,7 @@ input. Skipped when the compiled codec is not built, failed instead when
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 import types
 from collections.abc import Mapping
@@ -689,3 +690,63 @@ def test_null_scan_edges_identical(value: Any, refused: bool) -> None:
     got = [outcome(backend.encode_json, value) for backend in (PY, CY)]
     assert got[0] == got[1]
     assert (got[0][0] == "raised") == refused
+
+
+# --------------------------------------------------------------------------- NaN check shortcut
+
+# The compiled push encode stops looking for NaN / ±inf in a payload once it has met as many
+# None values as its JSON text holds nulls (breadth first). These payloads put Nones, nulls
+# inside strings, non-finite floats, many containers and unusual types where that shortcut
+# could go wrong: both backends must still refuse (or send) exactly the same.
+non_finite = st.sampled_from([float("nan"), float("inf"), float("-inf")])
+NanEnum = enum.Enum("NanEnum", {"X": float("nan")})
+shortcut_leaves = st.none() | non_finite | st.sampled_from(["null", "nullnull", "n", 1.5, 0, True])
+shortcut_values = st.recursive(
+    shortcut_leaves,
+    lambda children: st.lists(children, max_size=4) | st.lists(children, max_size=4).map(tuple)
+    | st.dictionaries(st.sampled_from(["a", "null", "b", "c"]), children, max_size=4),
+    max_leaves=30,
+)
+
+
+def same_but_ids(name: str, *args: Any) -> str:
+    """Both backends on the path that mints ids itself (the spliced one, where the shortcut
+    is): the same exception class, or the same body once the minted ids are blanked."""
+    got = []
+    for backend in (PY, CY):
+        kind, value = outcome(getattr(backend, name), *args)
+        if kind == "ok":
+            body, ids = value
+            for tx in ids:
+                body = body.replace(tx.encode(), b"<id>")
+            value = (body, len(ids))
+        got.append((kind, value))
+    assert got[0] == got[1], (name, got)
+    return got[0][0]
+
+
+@SETTINGS
+@given(payloads_=st.lists(shortcut_values, min_size=1, max_size=4), nan_as_null=st.booleans())
+def test_nan_check_shortcut_refuses_alike(payloads_: Any, nan_as_null: bool) -> None:
+    items = [{"data": p} for p in payloads_]
+    same_but_ids("encode_push", "q", None, items, None, nan_as_null)
+    same_but_ids("encode_push_fragment", "q", "p", items, None, nan_as_null)
+
+
+@pytest.mark.parametrize(
+    "payload, refused",
+    [
+        ({"a": None, "b": {"c": float("nan")}}, True),  # the None is met first, one null left
+        ({"a": "null", "b": float("inf")}, True),  # a "null" in a string is no None
+        ({"a": "null", "b": None}, False),
+        ([None, [None, [float("-inf")]]], True),
+        ([{"k": i} for i in range(300)] + [{"k": float("nan")}], True),  # past the breadth-first queue
+        ([{"k": None} for i in range(300)] + [[float("nan")]], True),
+        ([[None]] * 300 + [None], False),
+        ({"a": NanEnum.X, "b": None}, True),  # an unusual type: orjson writes its value
+        (None, False),
+        (float("nan"), True),
+    ],
+)
+def test_nan_check_shortcut_cases(payload: Any, refused: bool) -> None:
+    assert (same_but_ids("encode_push", "q", None, [{"data": payload}]) == "raised") is refused
