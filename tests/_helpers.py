@@ -4,9 +4,15 @@ puts this folder on ``sys.path`` like it does for ``_broker_http``)."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from types import ModuleType
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+from queen_sync import codec
 
 from queen_sync.consumer import Consumer
 from queen_sync.transport import Response
@@ -141,3 +147,21 @@ def capture_consumers(monkeypatch: Any) -> List[Consumer]:
 
     monkeypatch.setattr(Consumer, "__init__", init)
     return made
+
+
+def codec_twins() -> Tuple[ModuleType, Optional[ModuleType]]:
+    """``(pure, compiled)`` codec backends; compiled is None when the extension is not built."""
+    try:
+        compiled: Optional[ModuleType] = codec.load_backend("cython")
+    except ImportError:
+        compiled = None
+    return codec.load_backend("python"), compiled
+
+
+def need_compiled(compiled: Optional[ModuleType]) -> None:
+    """Skip the calling test when ``compiled`` is None; fail it instead when
+    ``QUEEN_SYNC_REQUIRE_EXTENSIONS`` is set (a CI that means to test the extension)."""
+    if compiled is None:
+        if os.environ.get("QUEEN_SYNC_REQUIRE_EXTENSIONS", "").strip().lower() not in ("", "0", "false", "no", "off"):
+            pytest.fail("QUEEN_SYNC_REQUIRE_EXTENSIONS=1 but queen_sync._ccodec is not importable")
+        pytest.skip("compiled codec not built (python setup.py build_ext --inplace)")

@@ -9,7 +9,6 @@ cut and corrupted ones."""
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, List, Tuple
 
 import pytest
@@ -18,13 +17,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from queen_sync import codec  # noqa: E402
+from _helpers import codec_twins, need_compiled  # noqa: E402
 
-PY = codec.load_backend("python")
-try:
-    CY = codec.load_backend("cython")
-except ImportError:
-    CY = None
+PY, CY = codec_twins()
 
 DECODERS = ("decode_push_result", "decode_ack_result", "decode_renew_result")
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -32,10 +27,7 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 
 @pytest.fixture(autouse=True)
 def _need_compiled() -> None:
-    if CY is None:
-        if os.environ.get("QUEEN_SYNC_REQUIRE_EXTENSIONS", "").strip().lower() not in ("", "0", "false", "no", "off"):
-            pytest.fail("QUEEN_SYNC_REQUIRE_EXTENSIONS=1 but queen_sync._ccodec is not importable")
-        pytest.skip("compiled codec not built (python setup.py build_ext --inplace)")
+    need_compiled(CY)
 
 
 def typed(value: Any) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import os
 import types
 from collections.abc import Mapping
 import uuid
@@ -22,23 +21,15 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from queen_sync import _json, codec  # noqa: E402
+from _helpers import codec_twins, need_compiled  # noqa: E402
+from queen_sync import _json  # noqa: E402
 
-PY = codec.load_backend("python")
-try:
-    CY = codec.load_backend("cython")
-except ImportError:
-    CY = None
-
-REQUIRE = os.environ.get("QUEEN_SYNC_REQUIRE_EXTENSIONS", "").strip().lower() not in ("", "0", "false", "no", "off")
+PY, CY = codec_twins()
 
 
 @pytest.fixture(autouse=True)
 def _need_compiled() -> None:
-    if CY is None:
-        if REQUIRE:
-            pytest.fail("QUEEN_SYNC_REQUIRE_EXTENSIONS=1 but queen_sync._ccodec is not importable")
-        pytest.skip("compiled codec not built (python setup.py build_ext --inplace)")
+    need_compiled(CY)
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
