@@ -233,24 +233,27 @@ def build_push_items(queue, partition, items, id_source=None):
     return _build_push_items(queue, partition, items, id_source)
 
 
-cdef inline bint _has_null(bytes body) noexcept:
-    """``b"null" in body`` without the generic ``in`` machinery."""
+cdef inline Py_ssize_t _count_null(bytes body) noexcept:
+    """How many ``null`` in ``body`` (:func:`_span_count_null`)."""
     cdef const char* p = PyBytes_AS_STRING(body)
-    return _span_has_null(p, p + PyBytes_GET_SIZE(body))
+    return _span_count_null(p, p + PyBytes_GET_SIZE(body))
 
 
-cdef inline bint _span_has_null(const char* p, const char* end) noexcept:
-    """``b"null"`` within ``[p, end)``: memchr for each ``n`` (portable C, where ``memmem``
-    is not)."""
+cdef inline Py_ssize_t _span_count_null(const char* p, const char* end) noexcept:
+    """How many ``null`` within ``[p, end)`` (a ``"null"`` inside a string counts too):
+    memchr for each ``n`` (portable C, where ``memmem`` is not)."""
+    cdef Py_ssize_t k = 0
     end -= 3
     while p < end:
         p = <const char*>memchr(p, 110, end - p)  # 'n'
         if p == NULL:
-            return False
+            break
         if p[1] == 117 and p[2] == 108 and p[3] == 108:  # "ull"
-            return True
-        p += 1
-    return False
+            k += 1
+            p += 4
+        else:
+            p += 1
+    return k
 
 
 cdef inline bint _has_nul_escape(bytes body) noexcept:
@@ -322,30 +325,14 @@ cdef int _has_non_finite(PyObject* o, int depth) except -1:
     return 1 if _py_has_non_finite(<object>o, depth - 1) else 0
 
 
-cdef inline Py_ssize_t _span_count_null(const char* p, const char* end) noexcept:
-    """How many ``null`` within ``[p, end)`` (a ``"null"`` inside a string counts too)."""
-    cdef Py_ssize_t k = 0
-    end -= 3
-    while p < end:
-        p = <const char*>memchr(p, 110, end - p)  # 'n'
-        if p == NULL:
-            break
-        if p[1] == 117 and p[2] == 108 and p[3] == 108:  # "ull"
-            k += 1
-            p += 4
-        else:
-            p += 1
-    return k
-
-
 cdef enum:
     _BFS_MAX = 256
 
 
-cdef int _payload_non_finite(PyObject* o, Py_ssize_t nulls) except -1:
-    """:func:`_has_non_finite` (``o`` at depth 0) for a payload whose JSON text holds at most
+cdef int _counted_non_finite(PyObject* o, Py_ssize_t nulls) except -1:
+    """:func:`_has_non_finite` (``o`` at depth 0) for an object whose JSON text holds at most
     ``nulls`` nulls, done as soon as that many ``None`` were met: each None is written as
-    one null, so none is left for a NaN. Breadth first (a payload's own None fields are
+    one null, so none is left for a NaN. Breadth first (an object's own None fields are
     met before its nested containers are walked); past ``_BFS_MAX`` queued containers, or
     at an unusual type, the depth-first walk from the top instead."""
     cdef PyObject* queue[_BFS_MAX]
@@ -372,8 +359,8 @@ cdef int _payload_non_finite(PyObject* o, Py_ssize_t nulls) except -1:
         tc = Py_TYPE(<object>c)
         pos = 0
         i = 0
-        n = PyDict_Size(<object>c) if tc == &PyDict_Type else (
-            PyList_GET_SIZE(<object>c) if tc == &PyList_Type else PyTuple_GET_SIZE(<object>c))
+        if tc == &PyTuple_Type:
+            n = PyTuple_GET_SIZE(<object>c)
         while True:
             if tc == &PyDict_Type:
                 if not PyDict_Next(<object>c, &pos, NULL, &v):
@@ -436,7 +423,7 @@ cdef inline bytes _encode_wire(object body, list wire, bint nan_as_null, list pa
         out = _raw_dumps(body)
     except _ENCODE_ERRORS as exc:
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _encode_error_text(exc, body)) from None
-    if not nan_as_null and _has_null(out) and _wire_has_non_finite(wire, payloads):
+    if not nan_as_null and _count_null(out) and _wire_has_non_finite(wire, payloads):
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _non_finite_error(body))
     if _has_nul_escape(out):
         raise InvalidInputError("payload cannot be sent: %s" % _nul_error_text(body))
@@ -539,7 +526,7 @@ cdef object _encode_push_spliced(object queue, object partition, list seq, bint 
         if not nan_as_null:
             for k in range(heads, parts):
                 nulls = _span_count_null(base + spans[2 * k], base + spans[2 * k + 1])
-                if nulls and _spliced_non_finite(<object>PyList_GET_ITEM(flat, 2 * k), nulls):
+                if nulls and _obj_has_non_finite(<object>PyList_GET_ITEM(flat, 2 * k), nulls):
                     return None
         head_len = PyBytes_GET_SIZE(_KQ) + (spans[1] - spans[0]) + PyBytes_GET_SIZE(_KPL)
         if heads == 2:
@@ -584,28 +571,26 @@ cdef object _encode_push_spliced(object queue, object partition, list seq, bint 
         PyMem_Free(spans)
 
 
-cdef bint _spliced_non_finite(object payload, Py_ssize_t nulls) except -1:
-    if _FREE_THREADED:
-        return bool(_py_has_non_finite(payload, 0))
-    return _payload_non_finite(<PyObject*>payload, nulls) == 1
-
-
-cdef bint _obj_has_non_finite(object obj) except -1:
+cdef bint _obj_has_non_finite(object obj, Py_ssize_t nulls) except -1:
+    """NaN / ±inf in ``obj``, whose JSON text holds ``nulls`` (>= 1) nulls."""
     if _FREE_THREADED:
         return bool(_py_has_non_finite(obj, 0))
-    return _has_non_finite(<PyObject*>obj, 0) == 1
+    return _counted_non_finite(<PyObject*>obj, nulls) == 1
 
 
 cdef inline bytes _encode(object obj, bint nan_as_null=False):
     cdef bytes body
+    cdef Py_ssize_t nulls
     try:
         # the stdlib engine does its own NaN check; orjson writes NaN / inf as null
         body = _raw_dumps(obj) if _ORJSON else _dumps(obj, nan_as_null)
     except _ENCODE_ERRORS as exc:
         raise InvalidInputError("payload is not JSON-serialisable: %s" % _encode_error_text(exc, obj)) from None
     # look for NaN / inf only when the body holds a null
-    if _ORJSON and not nan_as_null and _has_null(body) and _obj_has_non_finite(obj):
-        raise InvalidInputError("payload is not JSON-serialisable: %s" % _non_finite_error(obj))
+    if _ORJSON and not nan_as_null:
+        nulls = _count_null(body)
+        if nulls and _obj_has_non_finite(obj, nulls):
+            raise InvalidInputError("payload is not JSON-serialisable: %s" % _non_finite_error(obj))
     if _has_nul_escape(body):
         raise InvalidInputError("payload cannot be sent: %s" % _nul_error_text(obj))
     return body

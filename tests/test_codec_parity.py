@@ -741,3 +741,4 @@ def test_nan_check_shortcut_refuses_alike(payloads_: Any, nan_as_null: bool) -> 
 )
 def test_nan_check_shortcut_cases(payload: Any, refused: bool) -> None:
     assert (same_but_ids("encode_push", "q", None, [{"data": payload}]) == "raised") is refused
+    assert (same("encode_json", payload)[0] == "raised") is refused  # the whole-body check stops early too
