@@ -15,9 +15,15 @@ messages (default: 200 × batch, at least 2000: 20000 at batch 100, so that even
 runs for about a second) spread over ``--partitions`` partitions (default 16). Each client
 then consumes all of them in its own consumer group (so all see the same messages), with a
 no-op handler and auto-ack, and the long-poll wait on. This is done ``--repeats`` times
-(default 3; a fresh consumer group each time, the three clients taking turns so that a busy
-spell of the machine hits them alike) and the table shows each client's best run: the
-lowest CPU per message and the highest msg/s (noise only ever adds time). The clients:
+(default 5; a fresh consumer group each time, the three clients taking turns so that a busy
+spell of the machine hits them alike: one round is one run of each) and the table shows
+medians over the rounds: each client's median msg/s and CPU per message, and the median of
+the rounds' ratios. Not the best run: on two cores shared with the broker a consumer's CPU
+per message varies by ±25% from one run to the next, the floor's as much as ours, while
+the instructions it runs do not (``valgrind --tool=callgrind`` counts the same each run): the
+spread is thread wake-ups and GIL hand-overs meeting the broker's work differently, not noise
+that only adds. The best of a few such runs is a lucky draw of each client; the median of
+paired rounds is the steadier ratio. The clients:
 
 - queen_sync: ``queue(q).group(g).concurrency(c).batch(b).limit(N).consume(handler)``; the
   time is the whole call (it returns once the last message is acked);
@@ -31,9 +37,11 @@ lowest CPU per message and the highest msg/s (noise only ever adds time). The cl
   verdicts counted; the time runs until the N-th ack.
 
 msg/s is wall clock; ``us/msg`` is this process's CPU time (``time.process_time()``: the
-broker runs in another process) per message; ``xfl`` divides it by the floor's (lower is
-better, 1.00 is the floor); ``ratio`` is queen_sync / queen-mq msg/s (higher is better). The
-embedded broker is Python, so absolute numbers are bounded by it.
+broker runs in another process) per message; ``xfl`` is the median over the rounds of a
+client's CPU per message divided by the floor's in the same round (lower is better, 1.00 is
+the floor); ``ratio`` the median of queen_sync / queen-mq msg/s per round (higher is
+better); ``spread`` the lowest and highest of queen_sync's per-round ``xfl``. The embedded
+broker is Python, so absolute numbers are bounded by it.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ import contextlib
 import gc
 import io
 import logging
+import statistics
 import sys
 import threading
 import time
@@ -135,9 +144,11 @@ def run_floor(url: str, queue: str, concurrency: int, batch: int, messages: int,
 
 
 def cell(q: Queen, url: str, queue: str, concurrency: int, batch: int, messages: int,
-         repeats: int) -> Tuple[Tuple[float, float], Tuple[float, float], Tuple[float, float]]:
+         repeats: int) -> Dict[str, Tuple[float, ...]]:
     """``repeats`` rounds of floor, queen_sync and queen-mq on ``queue`` (each run in a consumer
-    group of its own); returns each client's best ``(msg/s, CPU us/msg)``."""
+    group of its own); returns medians over the rounds (see the module docstring): per client
+    ``(msg/s, CPU us/msg)``, and ``xfl`` (ours, theirs), ``spread`` (ours: low, high) and
+    ``ratio`` (msg/s ours ÷ theirs) of the per-round ratios."""
     nan = float("nan")
     runs: Dict[str, List[Tuple[float, float]]] = {"floor": [], "ours": [], "mq": []}
     for r in range(repeats):
@@ -147,17 +158,27 @@ def cell(q: Queen, url: str, queue: str, concurrency: int, batch: int, messages:
         if queen_mq is not None:
             runs["mq"].append(run_official(url, queue, concurrency, batch, messages, "official-%d" % r))
 
-    def best(rs: List[Tuple[float, float]]) -> Tuple[float, float]:
-        return (max(x[0] for x in rs), min(x[1] for x in rs)) if rs else (nan, nan)
+    def med(xs: List[float]) -> float:
+        return statistics.median(xs) if xs else nan
 
-    return best(runs["floor"]), best(runs["ours"]), best(runs["mq"])
+    fl, ours, mq = runs["floor"], runs["ours"], runs["mq"]
+    xfl_ours = [o[1] / f[1] for o, f in zip(ours, fl)]
+    return {
+        "floor": (med([x[0] for x in fl]), med([x[1] for x in fl])),
+        "ours": (med([x[0] for x in ours]), med([x[1] for x in ours])),
+        "mq": (med([x[0] for x in mq]), med([x[1] for x in mq])),
+        "xfl": (med(xfl_ours), med([m[1] / f[1] for m, f in zip(mq, fl)])),
+        "spread": (min(xfl_ours), max(xfl_ours)),
+        "ratio": (med([o[0] / m[0] for o, m in zip(ours, mq)]),),
+    }
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=None,
                     help="messages per cell (default 200 x batch, at least 2000)")
-    ap.add_argument("--repeats", type=int, default=3, help="runs per client and cell; the best is shown (default 3)")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="rounds per cell (one run of each client); medians are shown (default 5)")
     ap.add_argument("--partitions", type=int, default=16, help="partitions per queue (default 16)")
     ap.add_argument("--concurrency", default="1,4,16", help="comma-separated (default 1,4,16)")
     ap.add_argument("--batch", default="1,100", help="comma-separated (default 1,100)")
@@ -165,12 +186,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.basicConfig(level=logging.ERROR)
     url, proc = start_broker()
     try:
-        print("broker: %s; queen_sync codec %s; %s messages per cell over %d partitions; best of %d runs; "
+        print("broker: %s; queen_sync codec %s; %s messages per cell over %d partitions; medians of %d rounds; "
               "no-op handler, auto-ack"
               % ("QUEEN_URL " + url if proc is None else "embedded (subprocess) " + url, queen_sync.codec_backend,
                  opts.messages or "200 x batch (at least 2000)", opts.partitions, opts.repeats))
-        header = "%-11s %-5s | %8s %7s | %8s %7s %6s | %8s %7s %6s | %7s" % (
-            "concurrency", "batch", "floor/s", "us/msg", "ours/s", "us/msg", "xfl", "mq/s", "us/msg", "xfl", "ratio",
+        header = "%-11s %-5s | %8s %7s | %8s %7s %6s %11s | %8s %7s %6s | %7s" % (
+            "concurrency", "batch", "floor/s", "us/msg", "ours/s", "us/msg", "xfl", "spread", "mq/s", "us/msg",
+            "xfl", "ratio",
         )
         print_header(header)
         with Queen(url) as q:
@@ -179,11 +201,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                     n = opts.messages or max(2000, 200 * b)
                     queue = "bench-consume-%s" % uuid.uuid4().hex[:8]
                     fill(q, queue, n, opts.partitions)
-                    floor, ours, theirs = cell(q, url, queue, c, b, n, opts.repeats)
+                    m = cell(q, url, queue, c, b, n, opts.repeats)
                     print(
-                        "%-11d %-5d | %8.0f %7.1f | %8.0f %7.1f %5.2fx | %8.0f %7.1f %5.2fx | %6.2fx"
-                        % (c, b, floor[0], floor[1], ours[0], ours[1], ours[1] / floor[1],
-                           theirs[0], theirs[1], theirs[1] / floor[1], ours[0] / theirs[0]),
+                        "%-11d %-5d | %8.0f %7.1f | %8.0f %7.1f %5.2fx %5.2f-%4.2fx | %8.0f %7.1f %5.2fx | %6.2fx"
+                        % (c, b, m["floor"][0], m["floor"][1], m["ours"][0], m["ours"][1], m["xfl"][0],
+                           m["spread"][0], m["spread"][1], m["mq"][0], m["mq"][1], m["xfl"][1], m["ratio"][0]),
                         flush=True,
                     )
                     with contextlib.suppress(Exception):
