@@ -287,7 +287,10 @@ def test_forked_child_gets_its_own_client(broker_url: str, client: Queen, qname:
     assert sorted(m["data"] for m in pop_all(client, qname)) == ["child", "parent"]
 
 
-def test_client_is_flushed_and_closed_at_exit(broker_url: str, client: Queen, qname: str) -> None:
+@pytest.mark.parametrize("request_first", [False, True], ids=["buffer-only", "after-a-request"])
+def test_client_is_flushed_and_closed_at_exit(broker_url: str, client: Queen, qname: str, request_first: bool) -> None:
+    """``after-a-request``: the app's client has made a request before it buffers, so its
+    connection pool (and urllib3's exit-time close of that pool) exists before the exit."""
     script = textwrap.dedent(
         """
         import atexit, sys
@@ -302,6 +305,8 @@ def test_client_is_flushed_and_closed_at_exit(broker_url: str, client: Queen, qn
         FlaskQueen(app)
         with app.app_context():
             state["client"] = queen._get_current_object()
+            if sys.argv[3] == "1":
+                queen.queue(sys.argv[2]).create()
             queen.queue(sys.argv[2]).buffer(1000, 600000).push([{"data": i} for i in range(3)])
         print("pushed", flush=True)
         """
@@ -310,7 +315,8 @@ def test_client_is_flushed_and_closed_at_exit(broker_url: str, client: Queen, qn
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     client.queue(qname).create()
     proc = subprocess.run(
-        [sys.executable, "-c", script, client.urls[0], qname], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script, client.urls[0], qname, "1" if request_first else "0"],
+        env=env, capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["pushed", "closed-at-exit:", "True"], proc.stdout + proc.stderr

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
 import sys
 import threading
 import types
 import warnings
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +21,8 @@ from queen_sync.producer import BufferOptions
 from queen_sync.transport import ExponentialBackoff
 
 from _helpers import wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -283,3 +288,31 @@ def test_a_batch_delivered_after_failing_logs_one_warning_and_one_info(
     assert len(_producer_records(caplog, logging.WARNING, "failed")) == 1
     [info] = _producer_records(caplog, logging.INFO, "delivered after")
     assert info.startswith("push batch of 2 message(s) to back/Default delivered after ")
+
+
+@pytest.mark.parametrize("request_first", [False, True], ids=["buffer-only", "after-a-request"])
+def test_exit_without_close_delivers_the_buffer(client: Queen, qname: str, request_first: bool) -> None:
+    """A script that buffers and exits without close(): the exit hook sends the buffer, also
+    when the client made a request before (its connection pool, and urllib3's exit-time close
+    of every pool, then exist before the exit: that close once ran first, and the flush
+    waited close_timeout_millis for a connection and lost the buffer)."""
+    script = (
+        "import sys\n"
+        "from queen_sync import Queen\n"
+        "q = Queen(sys.argv[1], close_timeout_millis=20000)\n"
+        "if sys.argv[3] == '1':\n"
+        "    q.queue(sys.argv[2]).create()\n"
+        "q.queue(sys.argv[2]).buffer(1000, 600000).push([{'data': i} for i in range(5)])\n"
+        "print('pushed', flush=True)\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    client.queue(qname).create()
+    proc = subprocess.run(
+        [sys.executable, "-c", script, client.urls[0], qname, "1" if request_first else "0"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout.split() == ["pushed"], proc.stdout + proc.stderr
+    assert "could not be sent" not in proc.stderr, proc.stderr
+    got = client.queue(qname).batch(100).wait(False).pop()
+    assert sorted(m["data"] for m in got) == [0, 1, 2, 3, 4]

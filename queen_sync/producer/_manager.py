@@ -71,8 +71,19 @@ def _close_managers_at_exit() -> None:
             log.exception("error while flushing push buffers at exit")
 
 
+class _ExitOrder:
+    pass
+
+
 # os.register_at_fork, and uWSGI's post-fork hook (it forks without Python's at-fork hooks)
 _fork.after_fork_in_child(_reset_managers_after_fork)
+# urllib3 closes every connection pool at exit from a weakref.finalize, and weakref registers
+# the atexit hook that runs those when the process makes its first finalize: normally at the
+# client's first request, after the hook below, so it would run first (atexit is LIFO) and
+# leave the exit flush pools without connections (it waited close_timeout_millis for one and
+# lost the buffer). A finalize made here registers weakref's hook before ours: this hook, and
+# any registered later (the Flask / Django close), runs while the pools still work.
+weakref.finalize(_ExitOrder(), int)
 atexit.register(_close_managers_at_exit)
 
 
