@@ -101,6 +101,11 @@ class Session:
         """The client's retry backoff."""
         return self.transport.backoff
 
+    @property
+    def pool_maxsize(self) -> int:
+        """The client's ``pool_maxsize``: connections per broker host."""
+        return self.transport.pool_maxsize
+
     def pause(self, seconds: float) -> bool:
         """Wait ``seconds``; True when the transport was closed meanwhile (stop waiting)."""
         return self.transport._pause(seconds)

@@ -29,7 +29,7 @@ from .._validate import millis_or_deprecated_seconds
 from ..errors import InvalidInputError
 from ._acks import Acks
 from ._calls import Broker, BuilderSettings
-from ._fetching import Fetchers
+from ._fetching import POLL_CAP_MILLIS, Fetchers
 from ._lanes import Lanes
 from ._leases import Renewer
 from ._log import log
@@ -77,10 +77,14 @@ class Consumer:
         drain_timeout: deprecated, the same in seconds (DeprecationWarning; removed in the
             next release).
 
+    Threads: ``concurrency`` workers and as many fetchers, but at most ``pool_maxsize - 1``
+    fetchers (their long polls must leave a connection for the acks).
+
     Raises:
         InvalidInputError: handler not callable, ``handle_signals`` outside the main
-            thread, a negative drain timeout, both drain timeout arguments, or ``settings``
-            not a :class:`~queen_sync.consumer.BuilderSettings`.
+            thread, a negative drain timeout, both drain timeout arguments, ``settings``
+            not a :class:`~queen_sync.consumer.BuilderSettings`, or ``concurrency`` above 1
+            on a client with ``pool_maxsize=1``.
 
     Live counters (ints): :attr:`handled`, :attr:`acked`, :attr:`nacked`, :attr:`failed`,
     :attr:`skipped`, :attr:`renewals`, :attr:`ack_failures`, :attr:`ack_uncertain`, :attr:`uncertain`,
@@ -123,6 +127,17 @@ class Consumer:
         self._queue = spec.queue
         self._group = spec.group
         self._concurrency: int = settings.concurrency
+        pool = getattr(session, "pool_maxsize", None)  # a Session has it
+        if isinstance(pool, int) and pool < 2 and self._concurrency > 1:
+            raise InvalidInputError(
+                "consume() with concurrency(%d) needs the client's pool_maxsize >= 2 (it is %d): a fetcher's "
+                "long poll holds a connection for up to %d ms while the workers' acks need another, and they "
+                "would keep waiting behind the polls; give the client pool_maxsize >= 2 x concurrency"
+                % (self._concurrency, pool, POLL_CAP_MILLIS)
+            )
+        # fetchers: at most pool_maxsize - 1, so that their long polls never hold every
+        # connection and leave none for the acks (the workers' own pops do the rest)
+        self._fetcher_count = self._concurrency if not isinstance(pool, int) else max(1, min(self._concurrency, pool - 1))
         # an explicit auto_ack() always holds; callbacks only change the default (to False)
         has_callbacks = settings.on_success is not None or settings.on_error is not None
         auto_ack: bool = (not has_callbacks) if settings.auto_ack is None else settings.auto_ack
@@ -421,7 +436,7 @@ class Consumer:
         for i in range(self._concurrency):
             self._add_thread(threading.Thread(target=self._thread_main, args=(self._lanes.run,),
                                               name="%s-worker-%d" % (name, i), daemon=True))
-        for i in range(self._concurrency):
+        for i in range(self._fetcher_count):
             # counted one by one as started: a stop during start-up waits for those only
             with self._st.lock:
                 self._st.fetchers_alive += 1

@@ -266,6 +266,11 @@ class Transport:
         return self._backoff
 
     @property
+    def pool_maxsize(self) -> int:
+        """Connections kept per broker host (the most requests in flight to one broker)."""
+        return self._pool_maxsize
+
+    @property
     def load_balancing_strategy(self) -> str:
         """``"round-robin"`` or ``"affinity"``."""
         return self._strategy
