@@ -54,3 +54,29 @@ def test_handler_failure_without_auto_ack_is_logged_and_reraised(
     recs = [r for r in caplog.records if r.name == "queen_sync.consumer" and r.exc_info]
     assert [r.levelno for r in recs] == [logging.WARNING]
     assert recs[0].exc_info[1] is consumer.error
+
+
+@pytest.mark.parametrize("each", [True, False], ids=["each", "batch"])
+@pytest.mark.parametrize("exc_type", [SystemExit, KeyboardInterrupt])
+def test_handler_raising_systemexit_gives_its_unhandled_messages_back(
+    client: Queen, qname: str, each: bool, exc_type: type
+) -> None:
+    """SystemExit / KeyboardInterrupt from a handler end consume() with that exception; the
+    messages not handled yet (this call's and the rest of the pop) go back to the broker at
+    once: the group gets them again now, not when their lease (300 s) expires."""
+    client.queue(qname).partition("p").push([{"data": i} for i in range(3)])
+    seen: List[Any] = []
+
+    def handler(arg: Any) -> None:
+        ms = [arg] if each else arg
+        seen.extend(m["data"] for m in ms)
+        if each and arg["data"] == 1 or not each:
+            raise exc_type(3)
+
+    b = client.queue(qname).group("se").batch(10).idle_millis(5000)
+    with pytest.raises(exc_type):
+        (b.each() if each else b).consume(handler)
+    again = client.queue(qname).group("se").batch(10).wait(False).pop()
+    expected = [1, 2] if each else [0, 1, 2]
+    assert sorted(m["data"] for m in again) == expected
+    assert seen == ([0, 1] if each else [0, 1, 2])

@@ -247,8 +247,17 @@ class Lanes:
                     self._st.handlers_running -= 1
                     self._st.last_activity = time.monotonic()
         except BaseException as exc:
-            if not isinstance(exc, Exception):  # SystemExit & co: forget the messages, end the thread
-                self._st.resolve(msgs, unit)
+            if not isinstance(exc, Exception):
+                # SystemExit & co end the thread (and the consumer); this call's messages and
+                # the rest of the unit go back to the broker now, not at their lease's expiry
+                rest = unit.msgs[first:]
+                unit.pos = first
+                try:
+                    self._acks.release_units([unit])
+                except Exception as exc2:  # e.g. the client closed meanwhile: the lease expires
+                    log.warning("could not release %d message(s) of queue %r after %s in the handler: %s",
+                                len(rest), self._st.queue, type(exc).__name__, exc2)
+                    self._st.resolve(rest, unit, handled=False, lost=True)
                 raise
             with self._st.lock:
                 self._st.stats.failed += len(msgs)
