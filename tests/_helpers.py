@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from types import ModuleType
@@ -16,6 +18,18 @@ from queen_sync import codec
 
 from queen_sync.consumer import Consumer
 from queen_sync.transport import Response
+
+#: The checkout (the folder above tests/).
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_script(script: str, *args: str, timeout: float = 60.0) -> "subprocess.CompletedProcess[str]":
+    """Run ``python -c script args...`` with this checkout first on ``PYTHONPATH``; returns
+    the finished process (stdout / stderr as text)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def wait_until(cond: Callable[[], Any], timeout: float = 15.0, interval: float = 0.01) -> bool:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
 import textwrap
 import threading
 import traceback
@@ -22,6 +20,7 @@ flask = pytest.importorskip("flask")
 from queen_sync import InvalidInputError, Queen  # noqa: E402
 from queen_sync.contrib.flask import FlaskQueen, get_client, queen  # noqa: E402
 from queen_sync.contrib.flask import Queen as QueenAlias  # noqa: E402
+from _helpers import run_script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "flask_app" / "app.py"
@@ -311,13 +310,8 @@ def test_client_is_flushed_and_closed_at_exit(broker_url: str, client: Queen, qn
         print("pushed", flush=True)
         """
     )
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     client.queue(qname).create()
-    proc = subprocess.run(
-        [sys.executable, "-c", script, client.urls[0], qname, "1" if request_first else "0"],
-        env=env, capture_output=True, text=True, timeout=60,
-    )
+    proc = run_script(script, client.urls[0], qname, "1" if request_first else "0")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["pushed", "closed-at-exit:", "True"], proc.stdout + proc.stderr
     assert sorted(m["data"] for m in pop_all(client, qname)) == [0, 1, 2]

@@ -4,14 +4,11 @@
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
 import sys
 import threading
 import types
 import warnings
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,9 +17,7 @@ from queen_sync import BufferFullError, ClientClosedError, InvalidInputError, Qu
 from queen_sync.producer import BufferOptions
 from queen_sync.transport import ExponentialBackoff
 
-from _helpers import wait_for
-
-ROOT = Path(__file__).resolve().parent.parent
+from _helpers import run_script, wait_for
 
 
 @pytest.fixture
@@ -305,13 +300,8 @@ def test_exit_without_close_delivers_the_buffer(client: Queen, qname: str, reque
         "q.queue(sys.argv[2]).buffer(1000, 600000).push([{'data': i} for i in range(5)])\n"
         "print('pushed', flush=True)\n"
     )
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     client.queue(qname).create()
-    proc = subprocess.run(
-        [sys.executable, "-c", script, client.urls[0], qname, "1" if request_first else "0"],
-        env=env, capture_output=True, text=True, timeout=60,
-    )
+    proc = run_script(script, client.urls[0], qname, "1" if request_first else "0")
     assert proc.returncode == 0 and proc.stdout.split() == ["pushed"], proc.stdout + proc.stderr
     assert "could not be sent" not in proc.stderr, proc.stderr
     got = client.queue(qname).batch(100).wait(False).pop()
