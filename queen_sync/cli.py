@@ -22,7 +22,7 @@ import sys
 import threading
 from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
-from . import BrokerError, InvalidInputError, Queen, QueenError
+from . import BrokerError, InvalidInputError, Queen, QueenError, __version__, codec_backend
 from .testing.__main__ import main as broker_main
 
 __all__ = ["main", "build_parser", "command_parser"]
@@ -109,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(ap, False)
+    ap.add_argument("--version", action="version", version="%s %s (codec: %s)" % (PROG, __version__, codec_backend),
+                    help="print the version and the codec backend, then exit")
     ap.add_argument("command", choices=list(_COMMAND_HELP), metavar="COMMAND", help="one of the commands below")
     ap.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return ap

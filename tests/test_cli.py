@@ -279,6 +279,14 @@ def test_console_script_and_help(cli_env: Dict[str, str]) -> None:
     assert r.code == 0 and r.out.startswith("status") and "healthy" in r.out
 
 
+def test_version_names_the_release_and_the_codec(cli_env: Dict[str, str]) -> None:
+    import queen_sync
+
+    r = cli(cli_env, "--version")
+    assert r.code == 0
+    assert r.out.strip() == "queen-sync %s (codec: %s)" % (queen_sync.__version__, queen_sync.codec_backend)
+
+
 
 
 def piped_into_head(env: Dict[str, str], *args: str, timeout: float = 15) -> Run:
