@@ -69,7 +69,9 @@ def test_summary_counts_what_happened_after_the_drain_timeout(
         # over (drain timeout passed, messages 1..3 still queued behind it in its partition)
         try:
             module = sys.modules.get(mod)
-            while module is None:  # imported by the command
+            # imported by the command: in sys.modules from the start of its import, so wait
+            # for its last definition (STARTED and GATE exist once handle does)
+            while module is None or not hasattr(module, "handle"):
                 threading.Event().wait(0.01)
                 module = sys.modules.get(mod)
             assert module.STARTED.wait(20)
@@ -80,9 +82,9 @@ def test_summary_counts_what_happened_after_the_drain_timeout(
             module.GATE.set()
         except BaseException as exc:  # reported by the test body
             errors.append(exc)
-            mod_obj = sys.modules.get(mod)
-            if mod_obj is not None:
-                mod_obj.GATE.set()
+            gate = getattr(sys.modules.get(mod), "GATE", None)
+            if gate is not None:
+                gate.set()
 
     t = threading.Thread(target=stopper, daemon=True)
     t.start()
