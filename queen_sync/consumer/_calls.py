@@ -101,6 +101,11 @@ class Broker:
         timeout = getattr(self._session, "ack_timeout_millis", None)  # a Session has it
         return timeout if isinstance(timeout, int) else None
 
+    def pool_maxsize(self) -> Optional[int]:
+        """The client's ``pool_maxsize`` (connections per broker host), None when unknown."""
+        size = getattr(self._session, "pool_maxsize", None)  # a Session has it
+        return size if isinstance(size, int) else None
+
     def bind(self, popped: Sequence[Message]) -> List[BoundMessage]:
         """The popped messages as ``queen_sync.Message`` objects bound to this Broker (dicts
         that can record traces on themselves); no wire call."""

@@ -127,8 +127,9 @@ class Consumer:
         self._queue = spec.queue
         self._group = spec.group
         self._concurrency: int = settings.concurrency
-        pool = getattr(session, "pool_maxsize", None)  # a Session has it
-        if isinstance(pool, int) and pool < 2 and self._concurrency > 1:
+        broker = Broker(session)
+        pool = broker.pool_maxsize()
+        if pool is not None and pool < 2 and self._concurrency > 1:
             raise InvalidInputError(
                 "consume() with concurrency(%d) needs the client's pool_maxsize >= 2 (it is %d): a fetcher's "
                 "long poll holds a connection for up to %d ms while the workers' acks need another, and they "
@@ -137,7 +138,7 @@ class Consumer:
             )
         # fetchers: at most pool_maxsize - 1, so that their long polls never hold every
         # connection and leave none for the acks (the workers' own pops do the rest)
-        self._fetcher_count = self._concurrency if not isinstance(pool, int) else max(1, min(self._concurrency, pool - 1))
+        self._fetcher_count = self._concurrency if pool is None else max(1, min(self._concurrency, pool - 1))
         # an explicit auto_ack() always holds; callbacks only change the default (to False)
         has_callbacks = settings.on_success is not None or settings.on_error is not None
         auto_ack: bool = (not has_callbacks) if settings.auto_ack is None else settings.auto_ack
@@ -145,7 +146,6 @@ class Consumer:
         self._st = ConsumerState(spec.queue, self._concurrency * spec.batch, settings.limit, idle_s,
                                  (drain_ms or 0) / 1000.0)
         self._st.user_stop = stop_event
-        broker = Broker(session)
         renew_ms = settings.renew_interval_millis
         acks = Acks(self._st, broker, spec.group, renews=renew_ms is not None)
         self._lanes = Lanes(
