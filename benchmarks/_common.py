@@ -22,7 +22,7 @@ try:
 except ImportError:  # pragma: no cover
     queen_mq = None
 
-__all__ = ["ROOT", "queen_mq", "start_broker", "stop_broker", "print_header"]
+__all__ = ["ROOT", "queen_mq", "start_broker", "stop_broker", "pin_apart", "print_header"]
 
 
 def start_broker() -> Tuple[str, Optional[subprocess.Popen]]:
@@ -53,6 +53,26 @@ def stop_broker(proc: Optional[subprocess.Popen]) -> None:
     if proc is not None:
         proc.terminate()
         proc.wait(10)
+
+
+def pin_apart(proc: Optional[subprocess.Popen]) -> str:
+    """Pin the broker subprocess ``proc`` to the last CPU this process may use and this
+    process to the others, so that the two stop trading cores under the scheduler; returns
+    what was done, for the report line. Exits with a message where that cannot be done (an
+    external ``QUEEN_URL`` broker, fewer than 2 CPUs, no ``os.sched_setaffinity``)."""
+    if proc is None:
+        raise SystemExit("--pin needs the embedded broker (unset QUEEN_URL)")
+    if not hasattr(os, "sched_setaffinity"):
+        raise SystemExit("--pin needs os.sched_setaffinity (Linux)")
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs at least 2 CPUs, this process may use %d" % len(cpus))
+    for pid, mask in ((proc.pid, {cpus[-1]}), (os.getpid(), set(cpus[:-1]))):
+        # every thread running now (the broker's server threads are up); threads started
+        # later inherit their creator's mask
+        for tid in os.listdir("/proc/%d/task" % pid):
+            os.sched_setaffinity(int(tid), mask)
+    return "pinned: broker on CPU %d, client on CPU %s" % (cpus[-1], ",".join(map(str, cpus[:-1])))
 
 
 def print_header(header: str) -> None:

@@ -15,15 +15,18 @@ messages (default: 200 × batch, at least 2000: 20000 at batch 100, so that even
 runs for about a second) spread over ``--partitions`` partitions (default 16). Each client
 then consumes all of them in its own consumer group (so all see the same messages), with a
 no-op handler and auto-ack, and the long-poll wait on. This is done ``--repeats`` times
-(default 5; a fresh consumer group each time, the three clients taking turns so that a busy
-spell of the machine hits them alike: one round is one run of each) and the table shows
-medians over the rounds: each client's median msg/s and CPU per message, and the median of
-the rounds' ratios. Not the best run: on two cores shared with the broker a consumer's CPU
+(default 9; a fresh consumer group each time, the three clients taking turns so that a busy
+spell of the machine hits them alike: one round is one run of each, and the order of the
+three rotates from round to round, because a client run right after another costs a few per
+cent more CPU than one run first) and the table shows medians over the rounds: each
+client's median msg/s and CPU per message, and the median of the rounds' ratios. Not the best run: on two cores shared with the broker a consumer's CPU
 per message varies by ±25% from one run to the next, the floor's as much as ours, while
 the instructions it runs do not (``valgrind --tool=callgrind`` counts the same each run): the
 spread is thread wake-ups and GIL hand-overs meeting the broker's work differently, not noise
 that only adds. The best of a few such runs is a lucky draw of each client; the median of
-paired rounds is the steadier ratio. The clients:
+paired rounds is the steadier ratio. ``--pin`` takes much of that interplay out: the
+broker subprocess runs on the last CPU and this process on the others (Linux; measure the
+client with it, then without, as users run it). The clients:
 
 - queen_sync: ``queue(q).group(g).concurrency(c).batch(b).limit(N).consume(handler)``; the
   time is the whole call (it returns once the last message is acked);
@@ -59,7 +62,7 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
-from _common import print_header, queen_mq, start_broker, stop_broker  # puts the checkout on sys.path
+from _common import pin_apart, print_header, queen_mq, start_broker, stop_broker  # puts the checkout on sys.path
 from _floor import FloorClient
 
 import queen_sync
@@ -151,12 +154,20 @@ def cell(q: Queen, url: str, queue: str, concurrency: int, batch: int, messages:
     ``ratio`` (msg/s ours ÷ theirs) of the per-round ratios."""
     nan = float("nan")
     runs: Dict[str, List[Tuple[float, float]]] = {"floor": [], "ours": [], "mq": []}
-    for r in range(repeats):
+    def floor(r: int) -> None:
         fwall, fcpu, _ = run_floor(url, queue, concurrency, batch, messages, "floor-%d" % r)
         runs["floor"].append((messages / fwall, fcpu / messages * 1e6))
+
+    def ours(r: int) -> None:
         runs["ours"].append(run_ours(q, queue, concurrency, batch, messages, "ours-%d" % r))
-        if queen_mq is not None:
-            runs["mq"].append(run_official(url, queue, concurrency, batch, messages, "official-%d" % r))
+
+    def mq(r: int) -> None:
+        runs["mq"].append(run_official(url, queue, concurrency, batch, messages, "official-%d" % r))
+
+    clients = [floor, ours] + ([mq] if queen_mq is not None else [])
+    for r in range(repeats):
+        for run in clients[r % len(clients):] + clients[:r % len(clients)]:  # the order rotates
+            run(r)
 
     def med(xs: List[float]) -> float:
         return statistics.median(xs) if xs else nan
@@ -177,19 +188,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=None,
                     help="messages per cell (default 200 x batch, at least 2000)")
-    ap.add_argument("--repeats", type=int, default=5,
-                    help="rounds per cell (one run of each client); medians are shown (default 5)")
+    ap.add_argument("--repeats", type=int, default=9,
+                    help="rounds per cell (one run of each client); medians are shown (default 9)")
     ap.add_argument("--partitions", type=int, default=16, help="partitions per queue (default 16)")
     ap.add_argument("--concurrency", default="1,4,16", help="comma-separated (default 1,4,16)")
     ap.add_argument("--batch", default="1,100", help="comma-separated (default 1,100)")
+    ap.add_argument("--pin", action="store_true",
+                    help="run the embedded broker on the last CPU and this process on the others (Linux)")
     opts = ap.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     url, proc = start_broker()
     try:
+        pinned = pin_apart(proc) if opts.pin else ""
         print("broker: %s; queen_sync codec %s; %s messages per cell over %d partitions; medians of %d rounds; "
-              "no-op handler, auto-ack"
+              "no-op handler, auto-ack%s"
               % ("QUEEN_URL " + url if proc is None else "embedded (subprocess) " + url, queen_sync.codec_backend,
-                 opts.messages or "200 x batch (at least 2000)", opts.partitions, opts.repeats))
+                 opts.messages or "200 x batch (at least 2000)", opts.partitions, opts.repeats,
+                 "; " + pinned if pinned else ""))
         header = "%-11s %-5s | %8s %7s | %8s %7s %6s %11s | %8s %7s %6s | %7s" % (
             "concurrency", "batch", "floor/s", "us/msg", "ours/s", "us/msg", "xfl", "spread", "mq/s", "us/msg",
             "xfl", "ratio",
