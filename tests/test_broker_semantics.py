@@ -319,6 +319,65 @@ def test_nack_retries_then_dead_letter(http: RawHTTP, q: str) -> None:
     assert http.request("GET", "/api/v1/dlq?queue=%s&offset=1" % q)[1] == {"success": True, "value": None}
 
 
+def _nack_items(msgs: list, status: str = "failed") -> list:
+    return [{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"],
+             "status": status, "error": "boom"} for m in msgs]
+
+
+def _dlq_datas(http: RawHTTP, q: str) -> list:
+    return sorted((r["data"]["i"], r["retryCount"]) for r in http.request("GET", "/api/v1/dlq?queue=" + q)[1]["messages"])
+
+
+def test_a_nack_releases_the_lease_for_later_calls_not_for_the_rest_of_its_own(http: RawHTTP, q: str) -> None:
+    # Seen on Queen 0.15.1 (2026-12-02): every item's lease is checked before any is applied,
+    # so the later nacks of one call pass and change nothing; a later call with the released
+    # lease is refused, whatever its status.
+    http.configure(q, leaseTime=30, retryLimit=2)
+    http.push(q, [{"i": i} for i in range(4)], partition="p")
+    ms = http.pop(q, batch=4, consumerGroup="g", wait=True, timeout=3000)["messages"]
+    st, res = http.request("POST", "/api/v1/ack/batch", {"consumerGroup": "g", "acknowledgments": _nack_items(ms[:2])})
+    assert st == 200 and [(r["success"], r["leaseReleased"], r["dlq"]) for r in res] == [(True, True, False)] * 2
+    for status in ("failed", "retry", "completed"):
+        refused = http.ack(ms[2], status=status, group="g")
+        assert (refused["success"], refused["error"]) == (False, "Invalid or expired lease")
+    again = http.pop(q, batch=4, consumerGroup="g", wait=True, timeout=3000)["messages"]
+    assert [m["data"]["i"] for m in again] == [0, 1, 2, 3]  # one retry counted for the call, not two
+    http.request("POST", "/api/v1/ack/batch", {"consumerGroup": "g", "acknowledgments": _nack_items(again[:1])})
+    again = http.pop(q, batch=4, consumerGroup="g", wait=True, timeout=3000)["messages"]
+    st, res = http.request("POST", "/api/v1/ack/batch", {"consumerGroup": "g", "acknowledgments": _nack_items(again[:1])})
+    assert res[0]["dlq"] is True  # the third nack: retryLimit 2 reached with two counted
+
+
+def test_a_batch_nack_that_reaches_the_retry_limit_skips_its_first_message(http: RawHTTP, q: str) -> None:
+    # Seen on Queen 0.15.1 (2026-12-02): the first nack of the call releases the lease and
+    # counts the retry that reaches the limit; the later items then go to the DLQ, each moving
+    # the cursor, so the first message is neither redelivered nor dead-lettered. (queen_sync
+    # never sends such a call: see test_consumer_failures and Queen.ack.)
+    http.configure(q, leaseTime=30, retryLimit=1)
+    http.push(q, [{"i": i} for i in range(3)], partition="p")
+    ms = http.pop(q, batch=3, consumerGroup="g", wait=True, timeout=3000)["messages"]
+    st, res = http.request("POST", "/api/v1/ack/batch", {"consumerGroup": "g", "acknowledgments": _nack_items(ms)})
+    assert [(r["leaseReleased"], r["dlq"]) for r in res] == [(True, False), (False, True), (False, True)]
+    assert http.pop(q, batch=3, consumerGroup="g", wait=False)["messages"] == []
+    assert _dlq_datas(http, q) == [(1, 1), (2, 1)]
+
+
+def test_the_retry_count_is_not_reset_by_a_dead_letter(http: RawHTTP, q: str) -> None:
+    # Seen on Queen 0.15.1 (2026-12-02): the count is per (partition, group) and only a
+    # completed ack that ends a batch resets it, so after one message went to the DLQ the next
+    # failing ones go there on their first nack; a status=retry release does not count.
+    http.configure(q, leaseTime=30, retryLimit=1)
+    http.push(q, [{"i": i} for i in range(4)], partition="p")
+    seen = []
+    for status in ("failed", "failed", "retry", "failed", "completed", "failed", "failed"):
+        m = http.pop(q, consumerGroup="g", wait=True, timeout=3000)["messages"][0]
+        res = http.ack(m, status=status, group="g")
+        seen.append((m["data"]["i"], status[0], "dlq" if res["dlq"] else "released" if res["leaseReleased"] else "-"))
+    assert seen == [(0, "f", "released"), (0, "f", "dlq"), (1, "r", "released"), (1, "f", "dlq"),
+                    (2, "c", "released"), (3, "f", "released"), (3, "f", "dlq")]
+    assert _dlq_datas(http, q) == [(0, 1), (1, 1), (3, 1)]
+
+
 def test_ack_batch_uses_body_level_group_only(http: RawHTTP, q: str) -> None:
     http.push(q, [1, 2], partition="p")
     got = http.pop(q, "p", batch=2, consumerGroup="g2", wait=True, timeout=3000)

@@ -57,7 +57,7 @@ class Msg(object):
 class Row(object):
     """One (partition, consumer group) cursor with its lease: PostgreSQL's partition_consumers."""
 
-    __slots__ = ("group", "cursor", "lease_id", "batch_size", "acked", "retry", "nacked_lease",
+    __slots__ = ("group", "cursor", "lease_id", "batch_size", "acked", "retry",
                  "total_consumed", "batches_consumed", "last_consumed", "created")
 
     def __init__(self, group: str, cursor: int, created: int) -> None:
@@ -67,7 +67,6 @@ class Row(object):
         self.batch_size = 0
         self.acked = 0
         self.retry = 0
-        self.nacked_lease: Optional[str] = None
         self.total_consumed = 0
         self.batches_consumed = 0
         self.last_consumed: Optional[int] = None

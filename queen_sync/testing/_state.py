@@ -223,7 +223,6 @@ class BrokerState(TransactionalStore):
                 row.lease_id = lease_id
                 row.batch_size = len(msgs)
                 row.acked = 0
-                row.nacked_lease = None
                 lease.partitions.append(p)  # type: ignore[union-attr]
             else:
                 self._release(row)
@@ -243,12 +242,15 @@ class BrokerState(TransactionalStore):
         results: List[Any] = [None] * len(items)
         with self.lock:
             now = now_us()
-            # Like ack_messages_v2: the acks of one call are applied in (partition, group, message)
-            # order, so within one call the cursor only moves forward; results keep input order.
+            groups = [(group_override if batch_route else it.get("consumerGroup")) or QUEUE_MODE for it in items]
+            # Like ack_messages_v2, every item's lease is checked before any is applied: a nack
+            # that releases the lease leaves the later items of the same call valid (and they
+            # act on the released partition), while a later call with that lease is refused.
+            lease_ok = [self._lease_valid(it, g, now) for it, g in zip(items, groups)]
+            # The acks of one call are applied in (partition, group, message) order, so within
+            # one call the cursor only moves forward; results keep input order.
             for idx in sorted(range(len(items)), key=lambda i: self._ack_order(items[i])):
-                it = items[idx]
-                group = group_override if batch_route else it.get("consumerGroup")
-                results[idx] = self._ack_one(idx, it, group or QUEUE_MODE, now, touched)
+                results[idx] = self._ack_one(idx, items[idx], groups[idx], now, touched, lease_ok[idx])
             for qn in touched:
                 self._notify(qn)
         return 200, results
@@ -260,7 +262,17 @@ class BrokerState(TransactionalStore):
         m = p.by_tx.get(txid) if (p is not None and isinstance(txid, str)) else None
         return (pid if isinstance(pid, str) else "", m.idx if m is not None else -1)
 
-    def _ack_one(self, idx: int, it: dict, group: str, now: int, touched: Set[str]) -> dict:
+    def _lease_valid(self, it: dict, group: str, now: int) -> bool:
+        """Whether an ack item passes the lease check (True without a leaseId: unfenced)."""
+        lease_id = it.get("leaseId") or None
+        if lease_id is None:
+            return True
+        pid = it.get("partitionId")
+        p = self.partitions_by_id.get(pid) if isinstance(pid, str) else None
+        row = p.rows.get(group) if p is not None else None
+        return row is not None and row.lease_id == lease_id and self._lease_live(row, now)
+
+    def _ack_one(self, idx: int, it: dict, group: str, now: int, touched: Set[str], lease_ok: bool) -> dict:
         txid = it.get("transactionId")
         pid = it.get("partitionId")
         status = it.get("status", "completed")
@@ -280,14 +292,9 @@ class BrokerState(TransactionalStore):
             res["error"] = NOT_FOUND
             return res
         row = p.rows.get(group)
-        if lease_id is not None:
-            if row is not None and row.nacked_lease == lease_id and status in ("failed", "retry"):
-                res["success"] = True
-                res["leaseReleased"] = True
-                return res
-            if row is None or row.lease_id != lease_id or not self._lease_live(row, now):
-                res["error"] = INVALID_LEASE
-                return res
+        if not lease_ok:
+            res["error"] = INVALID_LEASE
+            return res
         if status not in ("completed", "success", "failed", "retry", "dlq"):
             return res
         touched.add(p.queue.name)
@@ -296,6 +303,7 @@ class BrokerState(TransactionalStore):
             res["success"] = True
             res["leaseReleased"] = None
             return res
+        held = row.lease_id is not None  # the broker's worker_id: set while leased, even expired
         live = self._lease_live(row, now)
         if status in ("completed", "success"):
             self._advance(row, m, now)
@@ -304,29 +312,30 @@ class BrokerState(TransactionalStore):
             res["leaseReleased"] = self._count_ack(row, live)
             return res
         if status == "retry":
-            if live:
-                row.nacked_lease = row.lease_id
             self._release(row)
             res["success"] = True
             res["leaseReleased"] = True
             return res
         if status == "failed" and row.retry < int(p.queue.options.get("retryLimit") or 0):
-            row.retry += 1
-            if live:
-                row.nacked_lease = row.lease_id
-            self._release(row)
+            # the real broker's release counts a retry only while the partition is leased:
+            # the later nacks of a call whose first nack released it change nothing
+            if held:
+                row.retry += 1
+                self._release(row)
             res["success"] = True
             res["leaseReleased"] = True
             return res
-        # failed with retries exhausted, or status dlq: move to the DLQ, step past it
+        # failed with retries exhausted, or status dlq: move to the DLQ, step past it. The
+        # retry count is not reset (as on the real broker): until a completed ack ends a
+        # batch, the partition's next failed message goes to the DLQ on its first nack, and
+        # a later item of the same call too, its cursor move skipping the ones released before
         retry_count = row.retry if status == "failed" else 0
         err = it.get("error")
         if not isinstance(err, str) or not err:
             err = "Retries exhausted" if status == "failed" else "Moved to DLQ"
         self._to_dlq(m, group, err, retry_count, now)
         self._advance(row, m, now)
-        row.retry = 0
-        self._count_ack(row, live)
+        self._count_ack(row, live, reset_retry=False)
         res["success"] = True
         res["dlq"] = True
         res["leaseReleased"] = False

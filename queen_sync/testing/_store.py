@@ -205,16 +205,21 @@ class Store(object):
         return {"index": idx, "message_id": m.id, "partition_id": p.id, "queueName": qname,
                 "status": "queued", "trace_id": m.trace_id, "transaction_id": txid}
 
-    def _count_ack(self, row: Row, live: bool) -> bool:
+    def _count_ack(self, row: Row, live: bool, reset_retry: bool = True) -> bool:
+        """Count an ack against the partition's batch (a completed one, or a dead-lettering
+        nack: ``reset_retry=False``, the broker leaves the retry count as it is); True when
+        that releases the lease."""
         if not live:
             self._release(row)
-            row.retry = 0
+            if reset_retry:
+                row.retry = 0
             row.batches_consumed += 1
             return True
         row.acked += 1
         if row.acked >= row.batch_size:
             self._release(row)
-            row.retry = 0
+            if reset_retry:
+                row.retry = 0
             row.batches_consumed += 1
             return True
         return False
