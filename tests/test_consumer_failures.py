@@ -168,3 +168,25 @@ def test_broker_restart_mid_consume_loses_nothing(embedded_broker: Any, caplog: 
         events = ["down" if "cannot reach" in r.getMessage() else "up"
                   for r in msgs if "cannot reach" in r.getMessage() or "answers again" in r.getMessage()]
         assert events and events == ["down", "up"] * (len(events) // 2), events
+
+
+def test_a_failing_batch_reaches_the_dlq_whole(client: Queen, qname: str) -> None:
+    """A batch handler that always fails: every message of the batch ends in the DLQ after
+    retryLimit + 1 deliveries. One batch nack of the three would lose the first message on
+    the last retry (the broker dead-letters the later ones and moves the cursor past it, see
+    test_broker_semantics), so the consumer nacks the first alone and the rest only once
+    that one was dead-lettered."""
+    client.queue(qname).config({"retryLimit": 1, "leaseTime": 30}).create()
+    client.queue(qname).partition("p").push([{"data": {"i": i}} for i in range(3)])
+    deliveries: List[List[int]] = []
+
+    def handler(batch: List[Dict[str, Any]]) -> None:
+        deliveries.append([m["data"]["i"] for m in batch])
+        raise ValueError("cannot digest")
+
+    res = client.queue(qname).partition("p").group("g").batch(3).limit(6).idle_millis(5000).consume(handler)
+    assert deliveries == [[0, 1, 2], [0, 1, 2]]  # retryLimit + 1
+    assert (res.handled, res.failed, res.nacked, res.acked, res.ack_failures) == (6, 6, 6, 0, 0)
+    rows = sorted((r["data"]["i"], r["retryCount"]) for r in _dlq(client, qname) if r.get("consumerGroup") == "g")
+    assert rows == [(0, 1), (1, 1), (2, 1)]
+    assert client.queue(qname).group("g").pop() == []

@@ -120,7 +120,10 @@ class Acks:
         results: Optional[List[Dict[str, Any]]] = None
         clean = False
         try:
-            results, clean = self._send_ack(msgs, ok, error, verb, covered_later=ok and not last)
+            if ok or len(msgs) == 1:
+                results, clean = self._send_ack(msgs, ok, error, verb, covered_later=ok and not last)
+            else:
+                results, clean = self._send_nack(msgs, error, verb)
             if (
                 last
                 and unit.unsure
@@ -173,6 +176,31 @@ class Acks:
                         st.acks_settled_locked()
                 st.resolve_locked(msgs, unit)
         return not released and not lease_gone
+
+    def _send_nack(
+        self, msgs: List[Message], error: Optional[str], verb: str
+    ) -> Tuple[Optional[List[Dict[str, Any]]], bool]:
+        """Nack several messages of one partition's batch: the first alone, then the rest
+        only if that one went to the dead-letter queue (:meth:`_send_ack` each; same return).
+
+        Why not one batch nack: the broker checks every item's lease before it applies any,
+        so when the first nack releases the lease and counts the retry that reaches the
+        queue's ``retryLimit``, the later items go to the DLQ and move the cursor past the
+        first message, which is then neither redelivered nor dead-lettered (Queen 0.15). The
+        first nack decides for the whole batch anyway: released (the rest are redelivered
+        with it, as the broker answers for them) or dead-lettered (the retry count stays
+        reached, so the rest go to the DLQ too, each with its own cursor move)."""
+        first, clean = self._send_ack(msgs[:1], False, error, verb)
+        if first is None:
+            return None, False
+        head = first[0]
+        if head.get("success") is True and head.get("dlq") is True:
+            rest, rest_clean = self._send_ack(msgs[1:], False, error, verb)
+            if rest is None:  # not sent (logged): the broker redelivers them after the lease
+                rest = [{"transactionId": m.get("transactionId"), "success": False, "error": "not sent"} for m in msgs[1:]]
+            return first + rest, clean and rest_clean
+        # released (or refused, or unknown): the rest share its outcome, as in one batch call
+        return first + [dict(head, transactionId=m.get("transactionId")) for m in msgs[1:]], clean
 
     def _complete_batch_count(self, unit: Unit, last: Message) -> None:
         """The last message of a partition's batch was acked, but the broker still holds the
