@@ -80,8 +80,9 @@ def ack(
     :meth:`queen_sync.Queen.ack` (``group`` / ``error`` are the keyword forms of the
     context's keys).
 
-    Wire: one message → ``POST /api/v1/ack``; a list → one ``POST /api/v1/ack/batch`` per
-    effective consumer group.
+    Wire: one message → ``POST /api/v1/ack``; a list → ``POST /api/v1/ack/batch``, one per
+    effective consumer group, and a second (or later) one for the acks of a partition that
+    follow a nack in the list (see :func:`_ack_in_rounds`).
     """
     group, error = _ack_context(context, group, error)
     codec.normalize_status(status)
@@ -113,20 +114,12 @@ def ack(
             raise InvalidInputError("ack item %d: a message must be a dict, got %s" % (i, type(m).__name__))
         refuse_unleased("ack item %d" % i, m)
         batches.setdefault(resolve_group(m, group), []).append((i, m))
-    encoded = []
-    for eff, items in batches.items():
-        items = in_pop_order(items)
-        encoded.append((items, codec.encode_ack_batch([m for _, m in items], status, eff, error)))
     out: List[Optional[Dict[str, Any]]] = [None] * len(messages)
-    for items, body in encoded:
-        results = wire_messages.ack_batch(requester, body, len(items), _ack_timeout(requester))
-        ordered = sorted(results, key=lambda r: r.get("index", 0)) if _has_indexes(results) else results
-        for (pos, m), r in zip(items, ordered):
-            r = dict(r)
-            r["index"] = pos
-            out[pos] = r
-            if r.get("success") is True:
-                note_settled(m, _status_of(m, status))
+    groups = [(eff, in_pop_order(items)) for eff, items in batches.items()]
+    for eff, items in groups:
+        codec.encode_ack_batch([m for _, m in items], status, eff, error)  # every item checked before a send
+    for eff, items in groups:
+        _ack_in_rounds(requester, items, status, eff, error, out)
     final: List[Dict[str, Any]] = [r for r in out if r is not None]
     failed = [r for r in final if r.get("success") is not True]
     if failed:
@@ -140,6 +133,84 @@ def ack(
             failed=failed,
         )
     return final
+
+
+_RELEASING = ("failed", "retry")  # statuses whose ack may release the partition's lease
+
+
+def _ack_in_rounds(
+    requester: Requester,
+    items: List[Tuple[int, Message]],
+    status: Union[bool, str],
+    group: Optional[str],
+    error: Optional[str],
+    out: List[Optional[Dict[str, Any]]],
+) -> None:
+    """Send the acks of one consumer group (``(position, message)`` in pop order) as batch
+    calls, filling ``out[position]`` with each result (``index`` = position).
+
+    Within one call, nothing of a partition follows an ack that may release its lease (a
+    ``failed`` or ``retry``): the broker checks every item's lease before it applies any, so
+    a later item that moves the cursor (``completed``, ``dlq``, or a ``failed`` dead-lettered
+    once the retry count is reached) would move it past the released messages, which would
+    then be neither redelivered nor dead-lettered (Queen 0.15). Those later items wait for
+    the outcome: if the nack went to the DLQ (the lease is still held) they go in the next
+    call; if it released the lease, a ``failed`` / ``retry`` among them is answered as the
+    broker answers it in the same call (``success``, ``leaseReleased``: redelivered with the
+    rest) and any other is not sent and reported refused (the broker redelivers it)."""
+    pending = items
+    exhausted: set = set()  # partitions with a nack dead-lettered: the retry count stays reached
+    while pending:
+        now: List[Tuple[int, Message]] = []
+        held: "OrderedDict[Any, Tuple[Tuple[int, Message], List[Tuple[int, Message]]]]" = OrderedDict()
+        for item in pending:
+            pid = item[1].get("partitionId")
+            entry = held.get(pid)
+            if entry is not None:
+                entry[1].append(item)
+                continue
+            now.append(item)
+            st = _status_of(item[1], status)
+            if st == "retry" or (st == "failed" and pid not in exhausted):
+                held[pid] = (item, [])
+        body = codec.encode_ack_batch([m for _, m in now], status, group, error)
+        results = wire_messages.ack_batch(requester, body, len(now), _ack_timeout(requester))
+        ordered = sorted(results, key=lambda r: r.get("index", 0)) if _has_indexes(results) else results
+        for (pos, m), r in zip(now, ordered):
+            _record(out, pos, m, dict(r), status)
+        pending = []
+        for (dpos, decider), rest in held.values():
+            if not rest:
+                continue
+            verdict = out[dpos] or {}
+            if verdict.get("success") is True and verdict.get("dlq") is True:
+                # dead-lettered: the lease is still held, the cursor on it, and the next
+                # nacks of the partition go to the DLQ too (the broker does not reset the count)
+                exhausted.add(decider.get("partitionId"))
+                pending.extend(rest)
+                continue
+            for pos, m in rest:
+                if verdict.get("success") is True and _status_of(m, status) in _RELEASING:
+                    r = {"success": True, "error": None, "leaseReleased": True, "dlq": False}
+                elif verdict.get("success") is True:
+                    r = {"success": False, "leaseReleased": False, "dlq": False,
+                         "error": "not sent: the lease of its partition was released by the %s of %s before it "
+                                  "(the broker redelivers it)" % (_status_of(decider, status), decider.get("transactionId"))}
+                else:
+                    r = {"success": False, "leaseReleased": False, "dlq": False, "error": verdict.get("error")}
+                for key in ("queueName", "partitionName"):
+                    if key in verdict:
+                        r[key] = verdict[key]
+                r["transactionId"] = m.get("transactionId")
+                _record(out, pos, m, r, status)
+
+
+def _record(out: List[Optional[Dict[str, Any]]], pos: int, m: Message, r: Dict[str, Any],
+            status: Union[bool, str]) -> None:
+    r["index"] = pos
+    out[pos] = r
+    if r.get("success") is True:
+        note_settled(m, _status_of(m, status))
 
 
 def renew(

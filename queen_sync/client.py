@@ -533,7 +533,11 @@ class Queen:
         Wire: one message → ``POST /api/v1/ack``; a list → one ``POST /api/v1/ack/batch`` per
         effective consumer group (the broker applies the body-level group to every item),
         each partition's messages in pop order (``createdAt``, ``id``): an ack moves the
-        partition's cursor to that message, also backwards.
+        partition's cursor to that message, also backwards. A partition's acks that follow a
+        nack (``failed`` / ``retry``) in the list wait for its outcome: sent in a second call
+        if it went to the DLQ, else answered as released (a nack or retry: redelivered with
+        it) or refused as not sent (any other: the broker redelivers it) — in one call the
+        broker would move the cursor past the released message and lose it.
         """
         return acks.ack(self._session, message, status, context, group=group, error=error)
 

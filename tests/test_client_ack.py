@@ -12,7 +12,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from queen_sync import AckError, InvalidInputError, LeaseError, Queen, TransactionError
+from queen_sync import AckError, InvalidInputError, LeaseError, Queen, TransactionError, codec
 
 
 def _pop(client: Queen, queue: str, group: str = None, n: int = 1, timeout: int = 5000) -> List[Dict[str, Any]]:
@@ -244,3 +244,38 @@ def test_transaction_expired_lease_rejected_nothing_pushed(client: Queen, qname:
         assert [x["data"] for x in _pop(client, out)] == ["invoice"]
     finally:
         client.queue(out).delete()
+
+
+def _dlq_rows(client: Queen, qname: str) -> list:
+    resp = client._request("GET", "/api/v1/dlq", query={"queue": qname}, idempotent=True)
+    return sorted((r["data"]["i"], r["retryCount"]) for r in codec.decode_json(resp.data)["messages"])
+
+
+def test_a_list_nack_that_reaches_the_retry_limit_dead_letters_every_message(client: Queen, qname: str) -> None:
+    # one batch call would dead-letter 1 and 2 and move the cursor past 0 (test_broker_semantics)
+    client.queue(qname).config({"retryLimit": 1, "leaseTime": 30}).create()
+    client.queue(qname).partition("p").push([{"data": {"i": i}} for i in range(3)])
+    for expect_dlq in (False, True):
+        msgs = client.queue(qname).partition("p").group("g").batch(3).wait(True).timeout_millis(3000).pop()
+        assert [m["data"]["i"] for m in msgs] == [0, 1, 2]
+        res = client.ack(msgs, False, group="g", error="bad")
+        assert [(r["index"], r["success"], r["dlq"]) for r in res] == [(i, True, expect_dlq) for i in range(3)]
+        assert all(r["transactionId"] == m["transactionId"] for r, m in zip(res, msgs))
+    assert _dlq_rows(client, qname) == [(0, 1), (1, 1), (2, 1)]
+    assert client.queue(qname).group("g").pop() == []
+
+
+def test_a_list_ack_after_a_released_nack_is_not_sent_and_says_so(client: Queen, qname: str) -> None:
+    client.queue(qname).config({"retryLimit": 3, "leaseTime": 30}).create()
+    client.queue(qname).partition("p").push([{"data": {"i": i}} for i in range(3)])
+    msgs = client.queue(qname).partition("p").group("g").batch(3).wait(True).timeout_millis(3000).pop()
+    marked = [dict(msgs[0], _status="completed"), dict(msgs[1], _status="failed"), dict(msgs[2], _status="completed")]
+    with pytest.raises(AckError) as ei:
+        client.ack(marked, group="g")
+    got = [(r["index"], r["success"], r.get("leaseReleased")) for r in ei.value.results]
+    assert got == [(0, True, False), (1, True, True), (2, False, False)]
+    assert "not sent" in ei.value.failed[0]["error"] and msgs[1]["transactionId"] in ei.value.failed[0]["error"]
+    # 1 is redelivered (and 2 behind it); in one call the broker would have skipped 1
+    again = client.queue(qname).partition("p").group("g").batch(3).wait(True).timeout_millis(3000).pop()
+    assert [m["data"]["i"] for m in again] == [1, 2]
+    client.ack(again, group="g")

@@ -289,7 +289,8 @@ def test_push_error_body_and_failed_item(stub: Stub, sq: Queen) -> None:
 def test_ack_batch_split_per_group(stub: Stub, sq: Queen) -> None:
     m1 = dict(MSG, consumerGroup="g1", transactionId="t1")
     m2 = dict(MSG, consumerGroup="g2", transactionId="t2")
-    m3 = dict(MSG, consumerGroup="g1", transactionId="t3")
+    # another partition than m1's: a nack is the last ack of its partition in a call
+    m3 = dict(MSG, consumerGroup="g1", transactionId="t3", partitionId="0a0b0c0d-0000-4000-8000-000000000003")
     m4 = dict(MSG, consumerGroup="__QUEUE_MODE__", transactionId="t4")
     ok = lambda n: [{"index": i, "success": True, "error": None} for i in range(n)]  # noqa: E731
     stub.reply(200, ok(2))
@@ -305,6 +306,26 @@ def test_ack_batch_split_per_group(stub: Stub, sq: Queen) -> None:
     assert "consumerGroup" not in bodies[2]  # queue mode
     assert all(a["status"] == "failed" and a["error"] == "bad" for b in bodies for a in b["acknowledgments"])
     assert all(a["leaseId"] == MSG["leaseId"] for b in bodies for a in b["acknowledgments"])
+
+
+def test_a_partitions_acks_after_its_nack_wait_for_the_outcome(stub: Stub, sq: Queen) -> None:
+    ms = [dict(MSG, transactionId="t%d" % i, consumerGroup="g") for i in range(3)]
+    other = dict(MSG, transactionId="o1", consumerGroup="g", partitionId="0a0b0c0d-0000-4000-8000-000000000009")
+    stub.reply(200, [{"index": 0, "transactionId": "t0", "success": True, "error": None, "dlq": True, "leaseReleased": False},
+                     {"index": 1, "transactionId": "o1", "success": True, "error": None, "dlq": False, "leaseReleased": True}])
+    stub.reply(200, [{"index": 0, "transactionId": "t1", "success": True, "error": None, "dlq": True},
+                     {"index": 1, "transactionId": "t2", "success": True, "error": None, "dlq": True}])
+    res = sq.ack([ms[0], other, ms[1], ms[2]], "failed")
+    calls = [[a["transactionId"] for a in json.loads(r["body"])["acknowledgments"]] for r in stub.requests]
+    assert calls == [["t0", "o1"], ["t1", "t2"]]  # t0 was dead-lettered: the rest follow in a second call
+    assert [(r["index"], r["transactionId"], r["dlq"]) for r in res] == [
+        (0, "t0", True), (1, "o1", False), (2, "t1", True), (3, "t2", True)]
+    stub.requests.clear()
+    stub.reply(200, [{"index": 0, "transactionId": "t0", "success": True, "error": None, "dlq": False, "leaseReleased": True}])
+    res = sq.ack(ms, "failed")
+    assert len(stub.requests) == 1  # t0 released the lease: t1, t2 are redelivered with it, not sent
+    assert [(r["transactionId"], r["success"], r["leaseReleased"]) for r in res] == [
+        ("t0", True, True), ("t1", True, True), ("t2", True, True)]
 
 
 def test_ack_explicit_group_overrides(stub: Stub, sq: Queen) -> None:
