@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import codec
 from ._validate import group_from_context, refuse_unleased, resolve_group, validate_name, validate_path_token
-from .errors import AckError, InvalidInputError, LeaseError
+from .errors import AckError, InvalidInputError, LeaseError, QueenError
 from .message import note_settled
 from .wire import messages as wire_messages
 from .wire._base import Requester
@@ -92,7 +92,7 @@ def ack(
         body = codec.encode_ack(message, status, eff, error)
         result, http_status = wire_messages.ack(requester, body, _ack_timeout(requester))
         if result.get("success") is True:
-            note_settled(message, _status_of(message, status))
+            note_settled(message, _settled_as(message, status, result))
         else:
             raise AckError(
                 "ack of %s refused by the broker: %s" % (message.get("transactionId"), result.get("error")),
@@ -118,8 +118,18 @@ def ack(
     groups = [(eff, in_pop_order(items)) for eff, items in batches.items()]
     for eff, items in groups:
         codec.encode_ack_batch([m for _, m in items], status, eff, error)  # every item checked before a send
-    for eff, items in groups:
-        _ack_in_rounds(requester, items, status, eff, error, out)
+    try:
+        for eff, items in groups:
+            _ack_in_rounds(requester, items, status, eff, error, out)
+    except QueenError as exc:
+        applied = [r for r in out if r is not None]
+        if applied and exc.applied is None:
+            exc.applied = applied
+            add_note = getattr(exc, "add_note", None)  # Python 3.11+
+            if add_note is not None:
+                add_note("%d of the %d acks were answered before this call failed: see .applied (do not resend those)"
+                         % (len(applied), len(messages)))
+        raise
     final: List[Dict[str, Any]] = [r for r in out if r is not None]
     failed = [r for r in final if r.get("success") is not True]
     if failed:
@@ -153,54 +163,59 @@ def _ack_in_rounds(
     ``failed`` or ``retry``): the broker checks every item's lease before it applies any, so
     a later item that moves the cursor (``completed``, ``dlq``, or a ``failed`` dead-lettered
     once the retry count is reached) would move it past the released messages, which would
-    then be neither redelivered nor dead-lettered (Queen 0.15). Those later items wait for
-    the outcome: if the nack went to the DLQ (the lease is still held) they go in the next
-    call; if it released the lease, a ``failed`` / ``retry`` among them is answered as the
-    broker answers it in the same call (``success``, ``leaseReleased``: redelivered with the
-    rest) and any other is not sent and reported refused (the broker redelivers it)."""
+    then be neither redelivered nor dead-lettered (Queen 0.15). Those later items (of the
+    same partition and lease: an ack under another lease is refused before anything is
+    applied) wait for the outcome: if the nack went to the DLQ (the lease is still held) or
+    was refused (nothing changed) they go in the next call; if it released the lease, a
+    ``failed`` / ``retry`` among them is answered as the broker answers it in the same call
+    (``success``, ``leaseReleased``: redelivered with the rest) and any other is not sent and
+    reported refused (the broker redelivers it)."""
     pending = items
-    exhausted: set = set()  # partitions with a nack dead-lettered: the retry count stays reached
+    exhausted: set = set()  # (partition, lease) with a nack dead-lettered: the count stays reached
     while pending:
         now: List[Tuple[int, Message]] = []
+        # keyed by partition and lease: an ack under another lease (an older pop's) is refused
+        # by the broker's lease check before anything is applied, so it cannot move the cursor
         held: "OrderedDict[Any, Tuple[Tuple[int, Message], List[Tuple[int, Message]]]]" = OrderedDict()
         for item in pending:
-            pid = item[1].get("partitionId")
-            entry = held.get(pid)
+            key = (item[1].get("partitionId"), item[1].get("leaseId"))
+            entry = held.get(key)
             if entry is not None:
                 entry[1].append(item)
                 continue
             now.append(item)
             st = _status_of(item[1], status)
-            if st == "retry" or (st == "failed" and pid not in exhausted):
-                held[pid] = (item, [])
+            if st == "retry" or (st == "failed" and key not in exhausted):
+                held[key] = (item, [])
         body = codec.encode_ack_batch([m for _, m in now], status, group, error)
         results = wire_messages.ack_batch(requester, body, len(now), _ack_timeout(requester))
         ordered = sorted(results, key=lambda r: r.get("index", 0)) if _has_indexes(results) else results
         for (pos, m), r in zip(now, ordered):
             _record(out, pos, m, dict(r), status)
         pending = []
-        for (dpos, decider), rest in held.values():
+        for key, ((dpos, decider), rest) in held.items():
             if not rest:
                 continue
             verdict = out[dpos] or {}
-            if verdict.get("success") is True and verdict.get("dlq") is True:
+            if verdict.get("success") is not True:
+                pending.extend(rest)  # refused: it changed nothing, the rest get their own verdicts
+                continue
+            if verdict.get("dlq") is True:
                 # dead-lettered: the lease is still held, the cursor on it, and the next
                 # nacks of the partition go to the DLQ too (the broker does not reset the count)
-                exhausted.add(decider.get("partitionId"))
+                exhausted.add(key)
                 pending.extend(rest)
                 continue
             for pos, m in rest:
-                if verdict.get("success") is True and _status_of(m, status) in _RELEASING:
+                if _status_of(m, status) in _RELEASING:
                     r = {"success": True, "error": None, "leaseReleased": True, "dlq": False}
-                elif verdict.get("success") is True:
+                else:
                     r = {"success": False, "leaseReleased": False, "dlq": False,
                          "error": "not sent: the lease of its partition was released by the %s of %s before it "
                                   "(the broker redelivers it)" % (_status_of(decider, status), decider.get("transactionId"))}
-                else:
-                    r = {"success": False, "leaseReleased": False, "dlq": False, "error": verdict.get("error")}
-                for key in ("queueName", "partitionName"):
-                    if key in verdict:
-                        r[key] = verdict[key]
+                for field in ("queueName", "partitionName"):
+                    if field in verdict:
+                        r[field] = verdict[field]
                 r["transactionId"] = m.get("transactionId")
                 _record(out, pos, m, r, status)
 
@@ -210,7 +225,7 @@ def _record(out: List[Optional[Dict[str, Any]]], pos: int, m: Message, r: Dict[s
     r["index"] = pos
     out[pos] = r
     if r.get("success") is True:
-        note_settled(m, _status_of(m, status))
+        note_settled(m, _settled_as(m, status, r))
 
 
 def renew(
@@ -257,6 +272,13 @@ def renew(
 def _status_of(message: Mapping[str, Any], status: Union[bool, str]) -> str:
     """The status an ack of ``message`` sent: its own ``_status`` key wins (as in the codec)."""
     return codec.normalize_status(message.get("_status", status))
+
+
+def _settled_as(message: Mapping[str, Any], status: Union[bool, str], result: Mapping[str, Any]) -> str:
+    """The status to record for an accepted ack (:func:`note_settled`): ``dlq`` for a nack
+    the broker dead-lettered (the lease is still held: the consumer acks the rest of the
+    batch), else the status sent."""
+    return "dlq" if result.get("dlq") is True else _status_of(message, status)
 
 
 def _ack_timeout(requester: Requester) -> Optional[int]:

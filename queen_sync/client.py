@@ -528,7 +528,9 @@ class Queen:
                 ack without its lease would be applied unchecked) (nothing sent).
             AckError: the broker refused one or more items (``.results``, ``.failed``); for
                 a list, every batch is still sent first.
-            BrokerError / QueenConnectionError: the call itself failed.
+            BrokerError / QueenConnectionError: the call itself failed; for a list that
+                took more than one call, ``.applied`` holds the results of the calls
+                answered before (do not resend those acks).
 
         Wire: one message → ``POST /api/v1/ack``; a list → one ``POST /api/v1/ack/batch`` per
         effective consumer group (the broker applies the body-level group to every item),

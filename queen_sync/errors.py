@@ -58,9 +58,15 @@ class QueenError(Exception):
             the ``transactionId`` fixed before the first attempt. ``push(err.items)`` to the
             same queue/partition is the safe re-push: what the broker already stored is
             answered ``duplicate``. ``None`` on every other error.
+        applied: set on an error raised by ``Queen.ack(list)`` after some of its calls were
+            answered (a list spanning consumer groups, or a partition's acks after a nack,
+            takes more than one call): the results of those, ``index`` = the list position,
+            as the return value would hold them. Do not resend those acks (a nack resent
+            after a dead letter is dead-lettered twice). ``None`` on every other error.
     """
 
     items: Optional[List[Dict[str, Any]]] = None
+    applied: Optional[List[Dict[str, Any]]] = None
 
 
 class InvalidInputError(QueenError, ValueError):

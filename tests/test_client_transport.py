@@ -7,6 +7,7 @@ tests check exactly what goes on the wire, and how each reply status maps to an 
 from __future__ import annotations
 
 import json
+import sys
 import logging
 import os
 import socket
@@ -25,6 +26,7 @@ from queen_sync import (
     LeaseError,
     Queen,
     QueenConnectionError,
+    QueenError,
     QueenHTTPError,
     QueenTimeoutError,
     RouteNotFoundError,
@@ -326,6 +328,39 @@ def test_a_partitions_acks_after_its_nack_wait_for_the_outcome(stub: Stub, sq: Q
     assert len(stub.requests) == 1  # t0 released the lease: t1, t2 are redelivered with it, not sent
     assert [(r["transactionId"], r["success"], r["leaseReleased"]) for r in res] == [
         ("t0", True, True), ("t1", True, True), ("t2", True, True)]
+
+
+def test_a_refused_nack_or_another_lease_holds_nothing_back(stub: Stub, sq: Queen) -> None:
+    ms = [dict(MSG, transactionId="t%d" % i, consumerGroup="g") for i in range(3)]
+    stale = dict(MSG, transactionId="s0", consumerGroup="g", leaseId="01a22b19-0000-7000-8000-00000000dead")
+    # a nack under an older pop's lease decides nothing for this pop's acks: one call
+    stub.reply(200, [{"index": i, "transactionId": t, "success": i > 0, "error": None if i else "Invalid or expired lease"}
+                     for i, t in enumerate(["s0", "t0", "t1", "t2"])])
+    with pytest.raises(AckError):
+        sq.ack([dict(stale, _status="failed")] + ms, "completed")
+    assert [[a["transactionId"] for a in json.loads(r["body"])["acknowledgments"]] for r in stub.requests] == [
+        ["s0", "t0", "t1", "t2"]]
+    stub.requests.clear()
+    # a refused nack changed nothing: the rest go in the next call and get the broker's verdicts
+    stub.reply(200, [{"index": 0, "transactionId": "t0", "success": False, "error": "Message not found"}])
+    stub.reply(200, [{"index": 0, "transactionId": "t1", "success": True, "error": None},
+                     {"index": 1, "transactionId": "t2", "success": True, "error": None, "leaseReleased": True}])
+    with pytest.raises(AckError) as ei:
+        sq.ack([dict(ms[0], _status="failed"), ms[1], ms[2]], "completed")
+    assert [[a["transactionId"] for a in json.loads(r["body"])["acknowledgments"]] for r in stub.requests] == [
+        ["t0"], ["t1", "t2"]]
+    assert [(r["transactionId"], r["success"]) for r in ei.value.results] == [("t0", False), ("t1", True), ("t2", True)]
+
+
+def test_a_list_ack_failing_midway_says_what_was_applied(stub: Stub, sq: Queen) -> None:
+    ms = [dict(MSG, transactionId="t%d" % i, consumerGroup="g") for i in range(3)]
+    stub.reply(200, [{"index": 0, "transactionId": "t0", "success": True, "error": None, "dlq": True}])
+    stub.reply(400, {"error": "boom"})
+    with pytest.raises(QueenError) as ei:
+        sq.ack(ms, "failed")
+    assert [(r["index"], r["transactionId"], r["dlq"]) for r in ei.value.applied] == [(0, "t0", True)]
+    if sys.version_info >= (3, 11):  # exception notes
+        assert any("see .applied" in n for n in ei.value.__notes__)
 
 
 def test_ack_explicit_group_overrides(stub: Stub, sq: Queen) -> None:

@@ -190,3 +190,22 @@ def test_a_failing_batch_reaches_the_dlq_whole(client: Queen, qname: str) -> Non
     rows = sorted((r["data"]["i"], r["retryCount"]) for r in _dlq(client, qname) if r.get("consumerGroup") == "g")
     assert rows == [(0, 1), (1, 1), (2, 1)]
     assert client.queue(qname).group("g").pop() == []
+
+
+def test_a_handlers_own_nack_that_dead_letters_leaves_the_rest_to_the_auto_ack(client: Queen, qname: str) -> None:
+    """A nack the broker dead-letters keeps the lease: the consumer still acks the rest of
+    the batch (only a nack that released the lease makes the rest wait for redelivery)."""
+    client.queue(qname).config({"retryLimit": 0, "leaseTime": 30}).create()
+    client.queue(qname).partition("p").push([{"data": {"i": i}} for i in range(3)])
+    calls: List[List[int]] = []
+
+    def handler(batch: List[Any]) -> None:
+        calls.append([m["data"]["i"] for m in batch])
+        if batch[0]["data"]["i"] == 0:
+            assert batch[0].nack("poison")["dlq"] is True
+
+    res = client.queue(qname).partition("p").group("g").batch(3).limit(3).idle_millis(3000).consume(handler)
+    assert calls == [[0, 1, 2]]
+    assert (res.handled, res.acked, res.nacked, res.lost) == (3, 2, 1, 0)
+    assert [r["data"]["i"] for r in _dlq(client, qname)] == [0]
+    assert client.queue(qname).group("g").pop() == []
