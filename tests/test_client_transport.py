@@ -7,10 +7,10 @@ tests check exactly what goes on the wire, and how each reply status maps to an 
 from __future__ import annotations
 
 import json
-import sys
 import logging
 import os
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Iterator, List, Optional, Tuple
