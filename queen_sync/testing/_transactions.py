@@ -69,7 +69,10 @@ class TransactionalStore(Store):
                                     "partitionId": r["partition_id"], "queueName": qn})
                     idx += 1
                 if dup:
+                    # as the real broker: the results of the items stored before it stay
+                    # (an item of an earlier op, or of this one), though all is rolled back
                     error = DUP_TX_ERROR
+                    break
                 if error:
                     results = []
                     break
