@@ -154,6 +154,7 @@ class BrokerState(TransactionalStore):
         q = self.queues.get(queue)
         next_expiry: Optional[int] = None
         claim: List[Partition] = []
+        delayed: Optional[Partition] = None  # a partition with messages held back by delayedProcessing only
         if partition is not None:
             p = q.partitions.get(partition) if q is not None else None
             if p is None:
@@ -184,6 +185,13 @@ class BrokerState(TransactionalStore):
                         claim.append(p)
                         if len(claim) >= nparts:
                             break
+                    elif delayed is None and wake is not None and self._only_delayed(p, row, now):
+                        delayed = p
+            if not claim and delayed is not None:
+                # As the real broker (0.15.1, 2026-12-02): a partition whose next messages are
+                # held only by delayedProcessing is claimed and answers an empty success with a
+                # lease (given back at once); one held by windowBuffer is not claimed.
+                claim.append(delayed)
             if not claim:
                 return {"success": False, "error": "no_available_partition", "messages": []}, next_expiry
         assert q is not None

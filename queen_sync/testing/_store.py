@@ -173,6 +173,18 @@ class Store(object):
                 return True, None
         return False, None
 
+    def _only_delayed(self, part: Partition, row: Optional[Row], now: int) -> bool:
+        """Whether the partition has a message past the cursor that only delayedProcessing
+        holds back (not windowBuffer, which holds the whole partition)."""
+        opts = part.queue.options
+        window = opts.get("windowBuffer") or 0
+        if not opts.get("delayedProcessing"):
+            return False
+        if window and part.created_list and part.created_list[-1] > now - int(window) * 1_000_000:
+            return False
+        i = row.cursor if row is not None else 0
+        return any(not m.deleted for m in part.messages[i:])
+
     def _advance(self, row: Row, msg: Msg, now: int) -> None:
         # The real broker stores the acked message as the cursor (last_consumed_id): an ack of an
         # earlier message moves it BACK, and the messages after it are delivered again.
