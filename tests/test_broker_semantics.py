@@ -378,6 +378,34 @@ def test_the_retry_count_is_not_reset_by_a_dead_letter(http: RawHTTP, q: str) ->
     assert _dlq_datas(http, q) == [(0, 1), (1, 1), (3, 1)]
 
 
+def test_dead_letter_defaults_and_an_unfenced_nack(http: RawHTTP, q: str) -> None:
+    # Seen on Queen 0.15.1 (2026-12-02). Without an error text the single route stores "" and
+    # the batch route "Retries exhausted" (for a dlq status too); a dead letter keeps the
+    # retry count as it stands, for a dlq status too. A nack without leaseId by a group that
+    # never read the partition dead-letters the message (the SQL finds no retry count), yet
+    # that group's cursor does not move: it still gets the message.
+    http.configure(q, leaseTime=30, retryLimit=3)
+    http.push(q, [{"i": i} for i in range(4)], partition="p")
+    m = http.pop(q, consumerGroup="g", wait=True, timeout=3000)["messages"][0]
+    assert http.ack(m, status="failed", group="g")["leaseReleased"] is True
+    m = http.pop(q, consumerGroup="g", wait=True, timeout=3000)["messages"][0]
+    assert http.ack(m, status="dlq", group="g")["dlq"] is True  # single route, no error text
+    m = http.pop(q, consumerGroup="g", wait=True, timeout=3000)["messages"][0]
+    st, res = http.request("POST", "/api/v1/ack/batch", {"consumerGroup": "g", "acknowledgments": [
+        {"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"], "status": "dlq"}]})
+    assert st == 200 and res[0]["dlq"] is True
+    unfenced = [http.request("POST", "/api/v1/ack", {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                                                      "status": status, "consumerGroup": "never"})[1][0]
+                for status in ("failed", "retry", "completed")]
+    assert [(r["success"], r["leaseReleased"], r["dlq"]) for r in unfenced] == [
+        (True, False, True), (True, True, False), (True, None, False)]
+    rows = sorted((r["data"]["i"], r["consumerGroup"], r["retryCount"], r["errorMessage"])
+                  for r in http.request("GET", "/api/v1/dlq?queue=" + q)[1]["messages"])
+    assert rows == [(0, "g", 1, ""), (1, "g", 1, "Retries exhausted"), (1, "never", 0, "")]
+    assert [x["data"]["i"] for x in http.pop(q, batch=4, consumerGroup="never", wait=True, timeout=3000)["messages"]] == [
+        0, 1, 2, 3]
+
+
 def test_ack_batch_uses_body_level_group_only(http: RawHTTP, q: str) -> None:
     http.push(q, [1, 2], partition="p")
     got = http.pop(q, "p", batch=2, consumerGroup="g2", wait=True, timeout=3000)

@@ -258,7 +258,7 @@ class BrokerState(TransactionalStore):
             # The acks of one call are applied in (partition, group, message) order, so within
             # one call the cursor only moves forward; results keep input order.
             for idx in sorted(range(len(items)), key=lambda i: self._ack_order(items[i])):
-                results[idx] = self._ack_one(idx, items[idx], groups[idx], now, touched, lease_ok[idx])
+                results[idx] = self._ack_one(idx, items[idx], groups[idx], now, touched, lease_ok[idx], batch_route)
             for qn in touched:
                 self._notify(qn)
         return 200, results
@@ -280,7 +280,8 @@ class BrokerState(TransactionalStore):
         row = p.rows.get(group) if p is not None else None
         return row is not None and row.lease_id == lease_id and self._lease_live(row, now)
 
-    def _ack_one(self, idx: int, it: dict, group: str, now: int, touched: Set[str], lease_ok: bool) -> dict:
+    def _ack_one(self, idx: int, it: dict, group: str, now: int, touched: Set[str], lease_ok: bool,
+                 batch_route: bool) -> dict:
         txid = it.get("transactionId")
         pid = it.get("partitionId")
         status = it.get("status", "completed")
@@ -306,10 +307,21 @@ class BrokerState(TransactionalStore):
         if status not in ("completed", "success", "failed", "retry", "dlq"):
             return res
         touched.add(p.queue.name)
+        # the DLQ entry's error when the ack gives none: the single route sends "", the batch
+        # route none, which the broker's SQL turns into "Retries exhausted" (dlq status too)
+        err = it.get("error")
+        if not isinstance(err, str):
+            err = "Retries exhausted" if batch_route else ""
         if row is None:
-            # Unfenced ack by a group that never read this partition: nothing to move.
+            # Unfenced ack by a group that never read this partition: no cursor to move. As
+            # the real broker's SQL (no retry count found), a nack dead-letters the message
+            # though the group's cursor stays, so it is still delivered to that group.
             res["success"] = True
-            res["leaseReleased"] = None
+            if status in ("failed", "dlq"):
+                self._to_dlq(m, group, err, 0, now)
+                res["dlq"] = True
+            else:
+                res["leaseReleased"] = True if status == "retry" else None
             return res
         held = row.lease_id is not None  # the broker's worker_id: set while leased, even expired
         live = self._lease_live(row, now)
@@ -337,11 +349,7 @@ class BrokerState(TransactionalStore):
         # retry count is not reset (as on the real broker): until a completed ack ends a
         # batch, the partition's next failed message goes to the DLQ on its first nack, and
         # a later item of the same call too, its cursor move skipping the ones released before
-        retry_count = row.retry if status == "failed" else 0
-        err = it.get("error")
-        if not isinstance(err, str) or not err:
-            err = "Retries exhausted" if status == "failed" else "Moved to DLQ"
-        self._to_dlq(m, group, err, retry_count, now)
+        self._to_dlq(m, group, err, row.retry, now)  # the count as it stands, for a dlq status too
         self._advance(row, m, now)
         self._count_ack(row, live, reset_retry=False)
         res["success"] = True
