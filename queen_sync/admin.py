@@ -41,7 +41,7 @@ from ._validate import bool_arg as _bool_arg
 from ._validate import int_arg as _int_arg
 from ._validate import str_arg as _str_arg
 from ._validate import timestamp_arg, validate_name
-from .errors import InvalidInputError, QueenHTTPError
+from .errors import InvalidInputError, ProtocolError, QueenHTTPError
 from .groups import delete_consumer_group, seek, seek_partition_to_end, update_consumer_group_timestamp
 from .wire import admin as wire_admin
 from .wire import groups as wire_groups
@@ -410,10 +410,22 @@ class Admin:
         """Traces recorded under trace name ``name`` (any text; URL-encoded, the broker
         decodes this path segment), newest first: ``{traces: [{id, event_type, data,
         consumer_group, trace_names, worker_id, created_at, transaction_id, partition_id,
-        queue_name, partition_name, ...}], total, pagination}``.
-        Wire: ``GET /api/v1/traces/by-name/{name}?limit=&offset=``."""
+        queue_name, partition_name, ...}], total, pagination: {limit, offset}}``.
+
+        Paged here: a 0.15 broker sends every trace of the name for any ``limit`` (it pages
+        one aggregated row) and ``traces: null`` for an ``offset`` >= 1, so the call asks
+        for the first page and this slices it.
+        Wire: ``GET /api/v1/traces/by-name/{name}?limit=&offset=0``."""
         _str_arg("trace name", name)
-        return wire_traces.by_name(self._requester, name, **_page(limit, offset))
+        page = _page(limit, offset)
+        doc = wire_traces.by_name(self._requester, name, limit=page["limit"], offset=0)
+        if not isinstance(doc, dict):
+            raise ProtocolError("admin.get_traces_by_name(%r): the reply is not a JSON object" % name)
+        traces = doc.get("traces") or []
+        out = dict(doc)
+        out["traces"] = traces[page["offset"]:page["offset"] + page["limit"]]
+        out["pagination"] = dict(page)
+        return out
 
     def get_trace_names(self, *, limit: int = 50, offset: int = 0) -> Dict[str, Any]:
         """Known trace names: ``{trace_names: [{trace_name, trace_count, message_count,

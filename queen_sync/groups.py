@@ -117,8 +117,16 @@ def seek(
 def seek_partition_to_end(requester: Requester, group: str, queue: str, partition: str) -> Dict[str, Any]:
     """Skip ``group`` past every message stored now in one partition of ``queue``.
 
+    Only a group that already has a cursor on the partition (it popped from it) is moved, its
+    lease released; for any other the broker changes nothing and answers ``updated: False``
+    (Queen 0.15.1, checked 2026-12-02): its first pop starts where it would have.
+
     Returns:
-        ``{success: True, consumerGroup, queueName, partitionName, seekToEnd: True, ...}``.
+        ``{success: True, consumerGroup, queueName, partitionName, cursorMovedTo (the newest
+        message's time), updated}``.
+
+    Raises:
+        BrokerError: ``Partition not found`` (an unknown queue or partition).
 
     Wire: ``POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek``
     (no body is read; ``{}`` is sent). Not in the 0.15 captures; a broker without the route

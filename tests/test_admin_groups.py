@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, List
 
-from queen_sync import Queen
+import pytest
+
+from queen_sync import BrokerError, Queen
 
 
 def _drain(client: Queen, qname: str, group: str, partition: str = "p") -> List[Any]:
@@ -56,12 +58,21 @@ def test_seek_releases_lease(client: Queen, qname: str, unique_name: Any) -> Non
 
 def test_seek_one_partition_to_end(client: Queen, qname: str, unique_name: Any) -> None:
     group = unique_name("g")
-    client.queue(qname).partition("a").push([{"data": "a%d" % i} for i in range(2)])
+    client.queue(qname).partition("a").push([{"data": "a%d" % i} for i in range(3)])
     client.queue(qname).partition("b").push([{"data": "b%d" % i} for i in range(2)])
+    # only a group with a cursor on the partition moves (Queen 0.15.1, 2026-12-02)
+    fresh = unique_name("fresh")
+    res = client.admin.seek_partition_to_end(fresh, qname, "a")
+    assert (res["success"], res["updated"], res["partitionName"]) == (True, False, "a")
+    assert _drain(client, qname, fresh, "a") == ["a0", "a1", "a2"]
+    (m,) = client.queue(qname).partition("a").group(group).pop()
+    client.ack(m, True)
     res = client.admin.seek_partition_to_end(group, qname, "a")
-    assert res["success"] is True
+    assert (res["success"], res["updated"]) == (True, True) and res["cursorMovedTo"].endswith("Z")
     assert _drain(client, qname, group, "a") == []
     assert _drain(client, qname, group, "b") == ["b0", "b1"]
+    with pytest.raises(BrokerError, match="Partition not found"):
+        client.admin.seek_partition_to_end(group, qname, "zz")
 
 
 def test_delete_group_then_recreate_reads_from_start(client: Queen, qname: str, unique_name: Any) -> None:

@@ -120,7 +120,7 @@ def test_queue_messages_route_pages_like_the_real_broker(embedded_broker: Any) -
     # LIMIT/OFFSET apply to the procedure's single aggregated row, not to the messages
     assert len(http.request("GET", path + "?limit=1&partition=p")[1]) == 4
     assert http.request("GET", path + "?offset=1") == (200, {"success": True, "value": None})
-    assert http.request("GET", "/api/v1/status/queues/nope/messages") == (200, [])
+    assert http.request("GET", "/api/v1/status/queues/nope/messages") == (200, None)  # no body (0.15.1, 2026-12-02)
 
 
 def test_analytics_counts_messages_per_hour(client: Queen, qname: str) -> None:

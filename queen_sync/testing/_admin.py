@@ -109,7 +109,7 @@ def route(st: Any, router: Any, method: str, path: str, params: Dict[str, str],
             if n == 8 and segs[5] == "queues" and segs[7] == "seek":
                 return groups.seek(st, g, segs[6], router.parse_body(raw))
             if n == 10 and segs[5] == "queues" and segs[7] == "partitions" and segs[9] == "seek":
-                return groups.seek(st, g, segs[6], None, partition=segs[8])
+                return groups.seek_partition(st, g, segs[6], segs[8])
         return None
     if method == "DELETE":
         if n >= 5 and segs[1:4] == ["api", "v1", "consumer-groups"] and segs[4]:

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 from ._records import Row
 from ._stats import Reply, live_lease_expiry, pending_after, pg_int
-from ._util import BadRequest, fmt_ms, int_param, now_us, parse_ts_us
+from ._util import EMPTY_BODY, BadRequest, fmt_ms, int_param, now_us, parse_ts_us
 
 
 def groups(st: Any) -> Reply:
@@ -92,7 +92,7 @@ def lagging(st: Any, params: Dict[str, str]) -> Reply:
                                 "oldest_unconsumed_at": fmt_ms(pend[0].created),
                                 "last_consumed_at": fmt_ms(r.last_consumed)})
     out.sort(key=lambda e: e["time_lag_seconds"], reverse=True)
-    return 200, out
+    return 200, out if out else EMPTY_BODY  # none lagging: the real broker sends no body (0.15.1)
 
 
 def delete_group(st: Any, group: str, params: Dict[str, str], queue: Optional[str] = None) -> Reply:
@@ -132,9 +132,35 @@ def update_subscription(st: Any, group: str, body: Any) -> Reply:
     return 200, {"success": True, "consumerGroup": group, "newTimestamp": ts_text, "rowsUpdated": n}
 
 
-def seek(st: Any, group: str, queue: str, body: Any, partition: Optional[str] = None) -> Reply:
-    """The seeks: to the end (``{toEnd: true}``, and always for one partition) or to a timestamp."""
-    to_end = partition is not None or (isinstance(body, dict) and body.get("toEnd") is True)
+def seek_partition(st: Any, group: str, queue: str, partition: str) -> Reply:
+    """``POST /api/v1/consumer-groups/{g}/queues/{q}/partitions/{p}/seek``: to the end.
+
+    As the real broker (0.15.1, 2026-12-02): only a group that has a cursor on the partition
+    moves (to its newest message, its lease released: ``updated: true``); for any other
+    nothing changes (``updated: false``) and its first pop still starts where it would have.
+    ``cursorMovedTo`` is the newest message's time either way."""
+    with st.lock:
+        q = st.queues.get(queue)
+        p = q.partitions.get(partition) if q is not None else None
+        if p is None:
+            return 200, {"success": False, "error": "Partition not found"}
+        r = p.rows.get(group)
+        if r is not None:
+            r.cursor = len(p.messages)
+            r.lease_id = None
+            r.batch_size = 0
+            r.acked = 0
+            r.retry = 0
+            st._notify(queue)
+        newest = p.created_list[-1] if p.created_list else None
+    return 200, {"success": True, "consumerGroup": group, "queueName": queue, "partitionName": partition,
+                 "cursorMovedTo": fmt_ms(newest) if newest is not None else None, "updated": r is not None}
+
+
+def seek(st: Any, group: str, queue: str, body: Any) -> Reply:
+    """``POST /api/v1/consumer-groups/{g}/queues/{q}/seek``: to the end (``{toEnd: true}``)
+    or to a timestamp, every partition of the queue."""
+    to_end = isinstance(body, dict) and body.get("toEnd") is True
     ts_text = body.get("timestamp") if isinstance(body, dict) else None
     if not to_end and not ts_text:
         raise BadRequest("Must specify either 'toEnd': true or 'timestamp'")
@@ -145,8 +171,6 @@ def seek(st: Any, group: str, queue: str, body: Any, partition: Optional[str] = 
         n = 0
         if q is not None:
             for p in q.partitions.values():
-                if partition is not None and p.name != partition:
-                    continue
                 r = p.rows.get(group)
                 if r is None:
                     r = Row(group, 0, now)
@@ -163,6 +187,4 @@ def seek(st: Any, group: str, queue: str, body: Any, partition: Optional[str] = 
             st._notify(queue)
     body_out = {"success": True, "consumerGroup": group, "queueName": queue, "seekToEnd": to_end,
                 "targetTimestamp": None if to_end else ts_text, "partitionsUpdated": n}
-    if partition is not None:
-        body_out["partitionName"] = partition
     return 200, body_out

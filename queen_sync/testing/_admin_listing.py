@@ -14,7 +14,7 @@ from typing import Any, Dict, List
 
 from ._records import QUEUE_MODE, Msg, Queue
 from ._stats import COUNTS, Reply, all_queue_stats, dlq_counts, live_lease_expiry, partition_stats
-from ._util import fmt_ms, now_us, paging
+from ._util import EMPTY_BODY, fmt_ms, now_us, paging
 
 
 def _counts(s: Dict[str, Any]) -> Dict[str, int]:
@@ -172,7 +172,7 @@ def status_queue_messages(st: Any, name: str, params: Dict[str, str]) -> Reply:
     with st.lock:
         q = st.queues.get(name)
         if q is None:
-            return 200, []
+            return 200, EMPTY_BODY  # the real broker: 200, no body (Queen 0.15.1, 2026-12-02)
         dead = {id(d["msg"]) for d in st.dlq}
         out = [{"id": m.id, "transactionId": m.txid, "partitionId": m.partition.id,
                 "partition": m.partition.name, "queue": q.name, "queuePath": q.name + "/" + m.partition.name,

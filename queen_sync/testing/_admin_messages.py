@@ -126,13 +126,14 @@ def delete_message(st: Any, pid: str, txid: str) -> Reply:
     """``DELETE /api/v1/messages/{pid}/{tx}``."""
     with st.lock:
         m = find(st, pid, txid)
+        # the real broker's shapes (0.15.1, 2026-12-02): the outcome's text is in "message"
         if m is None:
-            return 200, {"success": False, "error": "Message not found"}
+            return 200, {"success": False, "message": "Message not found", "partitionId": pid, "transactionId": txid}
         m.deleted = True
         m.partition.by_tx.pop(m.txid, None)
         st._notify(m.partition.queue.name)
-        return 200, {"success": True, "deleted": True, "messageId": m.id, "transactionId": txid,
-                     "partitionId": pid}
+        return 200, {"success": True, "message": "Message deleted successfully", "partitionId": pid,
+                     "transactionId": txid}
 
 
 def post_trace(st: Any, body: Any) -> Reply:
@@ -183,7 +184,9 @@ def traces_by_name(st: Any, name: str, params: Dict[str, str]) -> Reply:
     limit, offset = paging(params, 100)
     with st.lock:
         rows = [t for t in reversed(st.traces) if t["names"] and name in t["names"]]
-        out = [_trace_json(t, True) for t in rows[offset:offset + limit]]
+        # as the real broker (0.15.1, 2026-12-02), which pages one aggregated row: every trace
+        # for any limit >= 1, and null for limit 0 or an offset >= 1
+        out = [_trace_json(t, True) for t in rows] if limit >= 1 and offset == 0 else None
     return 200, {"traces": out, "total": len(rows), "pagination": {"limit": limit, "offset": offset}}
 
 

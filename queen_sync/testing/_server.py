@@ -18,7 +18,7 @@ from . import _admin, _streams
 from ._faults import FaultInjector, RequestLog
 from ._state import BrokerState
 from ._util import BadRequest as _BadRequest
-from ._util import NumberOverflow, dumps, int_param, json_error_text, loads
+from ._util import EMPTY_BODY, NumberOverflow, dumps, int_param, json_error_text, loads
 
 logger = logging.getLogger("queen_sync.testing")
 
@@ -339,6 +339,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(reply, _Raw):
             self._write(status, reply.body, reply.content_type)
+            return
+        if reply is EMPTY_BODY:
+            self._write(status, b"", "application/json")
             return
         lease_id = _undelivered_lease(method, path, status, reply)
         if lease_id is not None and self._disconnected():

@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - exercised only without orjson
     _orjson = None
 
 __all__ = [
+    "EMPTY_BODY",
     "dumps",
     "loads",
     "uuid4",
@@ -41,6 +42,14 @@ class BadRequest(Exception):
     def __init__(self, text: str) -> None:
         Exception.__init__(self, text)
         self.text = text
+
+
+class _EmptyBody(object):
+    """Marker reply: a 200 with ``Content-Type: application/json`` and no body at all (the
+    real broker's answer on some routes, e.g. the messages of an unknown queue)."""
+
+
+EMPTY_BODY = _EmptyBody()
 
 
 def dumps(obj: Any) -> bytes:

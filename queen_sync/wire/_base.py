@@ -88,8 +88,8 @@ def check_reply(
             default BrokerError.
 
     Raises:
-        BrokerError: ``"<what> refused by the broker: <error>"`` (``.error``, ``.body``,
-            ``.status``), or what ``refusal`` built.
+        BrokerError: ``"<what> refused by the broker: <error>"`` (``.error``: the body's
+            ``error``, else its ``message``; ``.body``, ``.status``), or what ``refusal`` built.
     """
     if not isinstance(doc, dict):
         return doc
@@ -101,6 +101,8 @@ def check_reply(
         if refusal is not None:
             raise refusal(doc, status)
         err = doc.get("error")
+        if err is None and isinstance(doc.get("message"), str):
+            err = doc["message"]  # some routes put a refusal's text there (DELETE /messages/...)
         raise BrokerError("%s refused by the broker: %s" % (what, err), status=status, error=err, body=doc)
     return doc
 

@@ -69,6 +69,8 @@ def queue_messages(requester: Requester, name: str, *, partition: Optional[str],
     """Wire: ``GET /api/v1/status/queues/{name}/messages?partition=&limit=`` (no ``offset``: a
     0.15 broker answers any ``offset >= 1`` with ``{"success": true, "value": null}``).
 
+    Returns ``[]`` for an unknown queue (the broker answers it with an empty body).
+
     Raises:
         ProtocolError: the reply is not a JSON array; else as :func:`checked`.
     """
@@ -80,6 +82,8 @@ def queue_messages(requester: Requester, name: str, *, partition: Optional[str],
         what=what,
         query=query_params(partition=partition, limit=limit),
     )
+    if doc is None:
+        return []  # an unknown queue: a 0.15 broker answers 200 with no body
     if not isinstance(doc, list):
         raise ProtocolError("%s: the reply is not a JSON array" % what)
     return doc

@@ -9,8 +9,9 @@ checked (see :func:`queen_sync.wire._base.checked`).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
+from ..errors import ProtocolError
 from ._base import Requester, checked, query_params
 
 __all__ = ["list_groups", "group", "lagging", "delete", "set_subscription", "seek", "seek_partition_to_end"]
@@ -26,15 +27,21 @@ def group(requester: Requester, name: str) -> Any:
     return checked(requester, "GET", "/api/v1/consumer-groups/%s" % name, what="admin.get_consumer_group(%r)" % name)
 
 
-def lagging(requester: Requester, min_lag_seconds: int) -> Any:
-    """Wire: ``GET /api/v1/consumer-groups/lagging?minLagSeconds=``."""
-    return checked(
-        requester,
-        "GET",
-        "/api/v1/consumer-groups/lagging",
-        what="admin.get_lagging_consumers()",
-        query=query_params(minLagSeconds=min_lag_seconds),
-    )
+def lagging(requester: Requester, min_lag_seconds: int) -> List[Dict[str, Any]]:
+    """Wire: ``GET /api/v1/consumer-groups/lagging?minLagSeconds=``; ``[]`` when none lags (a
+    0.15 broker then answers 200 with no body).
+
+    Raises:
+        ProtocolError: the reply is not a JSON array; else as :func:`checked`.
+    """
+    what = "admin.get_lagging_consumers()"
+    doc = checked(requester, "GET", "/api/v1/consumer-groups/lagging", what=what,
+                  query=query_params(minLagSeconds=min_lag_seconds))
+    if doc is None:
+        return []
+    if not isinstance(doc, list):
+        raise ProtocolError("%s: the reply is not a JSON array" % what)
+    return doc
 
 
 def delete(requester: Requester, name: str, delete_metadata: bool, queue: Optional[str] = None) -> Any:
