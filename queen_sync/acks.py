@@ -115,12 +115,17 @@ def ack(
         refuse_unleased("ack item %d" % i, m)
         batches.setdefault(resolve_group(m, group), []).append((i, m))
     out: List[Optional[Dict[str, Any]]] = [None] * len(messages)
-    groups = [(eff, in_pop_order(items)) for eff, items in batches.items()]
-    for eff, items in groups:
-        codec.encode_ack_batch([m for _, m in items], status, eff, error)  # every item checked before a send
+    plans = []
+    for eff, items in batches.items():
+        first, held = _split(in_pop_order(items), status, set())
+        body = codec.encode_ack_batch([m for _, m in first], status, eff, error)
+        later = [m for _decider, rest in held.values() for _, m in rest]
+        if later:  # every item is checked before anything is sent
+            codec.encode_ack_batch(later, status, eff, error)
+        plans.append((eff, first, held, body))
     try:
-        for eff, items in groups:
-            _ack_in_rounds(requester, items, status, eff, error, out)
+        for eff, first, held, body in plans:
+            _ack_in_rounds(requester, first, held, body, status, eff, error, out)
     except QueenError as exc:
         applied = [r for r in out if r is not None]
         if applied and exc.applied is None:
@@ -148,51 +153,62 @@ def ack(
 _RELEASING = ("failed", "retry")  # statuses whose ack may release the partition's lease
 
 
+Item = Tuple[int, Message]
+#: per (partitionId, leaseId): the ack that may release the lease, and the acks held behind it
+Held = Dict[Tuple[Any, Any], Tuple[Item, List[Item]]]
+
+
+def _split(pending: List[Item], status: Union[bool, str], exhausted: set) -> Tuple[List[Item], Held]:
+    """One call's acks of ``pending`` (in pop order) and the acks held back for later: within
+    one call, nothing of a partition and lease follows an ack that may release the lease
+    (``retry``, or ``failed`` unless ``exhausted`` says a nack of it was dead-lettered, so the
+    retry count stays reached). Keyed by lease too: an ack under another lease (an older
+    pop's) is refused by the broker's lease check before anything is applied."""
+    now: List[Item] = []
+    held: Held = OrderedDict()  # insertion order: the partitions' order in the list
+    for item in pending:
+        key = (item[1].get("partitionId"), item[1].get("leaseId"))
+        entry = held.get(key)
+        if entry is not None:
+            entry[1].append(item)
+            continue
+        now.append(item)
+        st = _status_of(item[1], status)
+        if st == "retry" or (st == "failed" and key not in exhausted):
+            held[key] = (item, [])
+    return now, held
+
+
 def _ack_in_rounds(
     requester: Requester,
-    items: List[Tuple[int, Message]],
+    now: List[Item],
+    held: Held,
+    body: bytes,
     status: Union[bool, str],
     group: Optional[str],
     error: Optional[str],
     out: List[Optional[Dict[str, Any]]],
 ) -> None:
-    """Send the acks of one consumer group (``(position, message)`` in pop order) as batch
-    calls, filling ``out[position]`` with each result (``index`` = position).
+    """Send the acks of one consumer group as batch calls, the first with ``now`` (encoded as
+    ``body``) and ``held`` from :func:`_split`, filling ``out[position]`` with each result
+    (``index`` = position).
 
-    Within one call, nothing of a partition follows an ack that may release its lease (a
-    ``failed`` or ``retry``): the broker checks every item's lease before it applies any, so
-    a later item that moves the cursor (``completed``, ``dlq``, or a ``failed`` dead-lettered
-    once the retry count is reached) would move it past the released messages, which would
-    then be neither redelivered nor dead-lettered (Queen 0.15). Those later items (of the
-    same partition and lease: an ack under another lease is refused before anything is
-    applied) wait for the outcome: if the nack went to the DLQ (the lease is still held) or
-    was refused (nothing changed) they go in the next call; if it released the lease, a
-    ``failed`` / ``retry`` among them is answered as the broker answers it in the same call
-    (``success``, ``leaseReleased``: redelivered with the rest) and any other is not sent and
-    reported refused (the broker redelivers it)."""
-    pending = items
+    Why the rounds: the broker checks every item's lease before it applies any, so an item
+    that moves the cursor (``completed``, ``dlq``, or a ``failed`` dead-lettered once the
+    retry count is reached) after a released one of its partition would move it past the
+    released messages, which would then be neither redelivered nor dead-lettered (Queen
+    0.15). The held acks wait for the outcome: if the nack went to the DLQ (the lease is
+    still held) or was refused (nothing changed) they go in the next call; if it released
+    the lease, a ``failed`` / ``retry`` among them is answered as the broker answers it in
+    the same call (``success``, ``leaseReleased``: redelivered with the rest) and any other
+    is not sent and reported refused (the broker redelivers it)."""
     exhausted: set = set()  # (partition, lease) with a nack dead-lettered: the count stays reached
-    while pending:
-        now: List[Tuple[int, Message]] = []
-        # keyed by partition and lease: an ack under another lease (an older pop's) is refused
-        # by the broker's lease check before anything is applied, so it cannot move the cursor
-        held: "OrderedDict[Any, Tuple[Tuple[int, Message], List[Tuple[int, Message]]]]" = OrderedDict()
-        for item in pending:
-            key = (item[1].get("partitionId"), item[1].get("leaseId"))
-            entry = held.get(key)
-            if entry is not None:
-                entry[1].append(item)
-                continue
-            now.append(item)
-            st = _status_of(item[1], status)
-            if st == "retry" or (st == "failed" and key not in exhausted):
-                held[key] = (item, [])
-        body = codec.encode_ack_batch([m for _, m in now], status, group, error)
+    while True:
         results = wire_messages.ack_batch(requester, body, len(now), _ack_timeout(requester))
         ordered = sorted(results, key=lambda r: r.get("index", 0)) if _has_indexes(results) else results
         for (pos, m), r in zip(now, ordered):
             _record(out, pos, m, dict(r), status)
-        pending = []
+        pending: List[Item] = []
         for key, ((dpos, decider), rest) in held.items():
             if not rest:
                 continue
@@ -218,6 +234,10 @@ def _ack_in_rounds(
                         r[field] = verdict[field]
                 r["transactionId"] = m.get("transactionId")
                 _record(out, pos, m, r, status)
+        if not pending:
+            return
+        now, held = _split(pending, status, exhausted)
+        body = codec.encode_ack_batch([m for _, m in now], status, group, error)
 
 
 def _record(out: List[Optional[Dict[str, Any]]], pos: int, m: Message, r: Dict[str, Any],

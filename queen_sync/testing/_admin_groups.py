@@ -132,6 +132,16 @@ def update_subscription(st: Any, group: str, body: Any) -> Reply:
     return 200, {"success": True, "consumerGroup": group, "newTimestamp": ts_text, "rowsUpdated": n}
 
 
+def _move_cursor(r: Row, cursor: int) -> None:
+    """A seek's effect on one (partition, group) row: the cursor set, the lease and the batch
+    and retry counts dropped."""
+    r.cursor = cursor
+    r.lease_id = None
+    r.batch_size = 0
+    r.acked = 0
+    r.retry = 0
+
+
 def seek_partition(st: Any, group: str, queue: str, partition: str) -> Reply:
     """``POST /api/v1/consumer-groups/{g}/queues/{q}/partitions/{p}/seek``: to the end.
 
@@ -146,11 +156,7 @@ def seek_partition(st: Any, group: str, queue: str, partition: str) -> Reply:
             return 200, {"success": False, "error": "Partition not found"}
         r = p.rows.get(group)
         if r is not None:
-            r.cursor = len(p.messages)
-            r.lease_id = None
-            r.batch_size = 0
-            r.acked = 0
-            r.retry = 0
+            _move_cursor(r, len(p.messages))
             st._notify(queue)
         newest = p.created_list[-1] if p.created_list else None
     return 200, {"success": True, "consumerGroup": group, "queueName": queue, "partitionName": partition,
@@ -175,14 +181,8 @@ def seek(st: Any, group: str, queue: str, body: Any) -> Reply:
                 if r is None:
                     r = Row(group, 0, now)
                     p.rows[group] = r
-                if to_end:
-                    r.cursor = len(p.messages)
-                else:
-                    r.cursor = bisect.bisect_right(p.created_list, ts if ts is not None else 0)
-                r.lease_id = None
-                r.batch_size = 0
-                r.acked = 0
-                r.retry = 0
+                at = len(p.messages) if to_end else bisect.bisect_right(p.created_list, ts if ts is not None else 0)
+                _move_cursor(r, at)
                 n += 1
             st._notify(queue)
     body_out = {"success": True, "consumerGroup": group, "queueName": queue, "seekToEnd": to_end,

@@ -176,12 +176,8 @@ class Store(object):
     def _only_delayed(self, part: Partition, row: Optional[Row], now: int) -> bool:
         """Whether the partition has a message past the cursor that only delayedProcessing
         holds back (not windowBuffer, which holds the whole partition)."""
-        opts = part.queue.options
-        window = opts.get("windowBuffer") or 0
-        if not opts.get("delayedProcessing"):
-            return False
-        if window and part.created_list and part.created_list[-1] > now - int(window) * 1_000_000:
-            return False
+        if not part.queue.options.get("delayedProcessing") or self._visible_until(part, now)[0] == -1:
+            return False  # no delay, or windowBuffer holds the whole partition
         i = row.cursor if row is not None else 0
         return any(not m.deleted for m in part.messages[i:])
 

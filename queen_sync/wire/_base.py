@@ -15,13 +15,13 @@ Routes whose every reply carries ``success`` (the streams routes) ask for
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional, Protocol
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol
 
 from .. import codec
 from ..errors import BrokerError, ProtocolError, QueenError, RouteNotFoundError
 from ..transport import Response
 
-__all__ = ["Requester", "Refusal", "checked", "check_reply", "checked_object", "query_params"]
+__all__ = ["Requester", "Refusal", "checked", "check_reply", "checked_list", "checked_object", "query_params"]
 
 #: Builds the error raised for a refused reply: ``refusal(doc, status) -> QueenError``.
 Refusal = Callable[[Dict[str, Any], int], QueenError]
@@ -164,6 +164,22 @@ def checked(
         return None
     return check_reply(codec.decode_json(resp.data), what, resp.status,
                        require_success=require_success, refusal=refusal)
+
+
+def checked_list(requester: Requester, method: str, path: str, *, what: str, **kw: Any) -> List[Any]:
+    """:func:`checked`, for a route a Queen broker answers with a JSON array, or with no body
+    at all when there is nothing to list (0.15: an unknown queue's messages, no lagging
+    group): ``[]`` then.
+
+    Raises:
+        ProtocolError: ``"<what>: the reply is not a JSON array"``; else as :func:`checked`.
+    """
+    doc = checked(requester, method, path, what=what, **kw)
+    if doc is None:
+        return []
+    if not isinstance(doc, list):
+        raise ProtocolError("%s: the reply is not a JSON array" % what)
+    return doc
 
 
 def checked_object(requester: Requester, method: str, path: str, *, what: str, **kw: Any) -> Dict[str, Any]:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-from ..errors import ProtocolError
-from ._base import Requester, checked, query_params
+from ._base import Requester, checked, checked_list, query_params
 
 __all__ = [
     "status",
@@ -72,21 +71,15 @@ def queue_messages(requester: Requester, name: str, *, partition: Optional[str],
     Returns ``[]`` for an unknown queue (the broker answers it with an empty body).
 
     Raises:
-        ProtocolError: the reply is not a JSON array; else as :func:`checked`.
+        ProtocolError: the reply is not a JSON array; else as :func:`checked_list`.
     """
-    what = "admin.get_queue_messages(%r)" % name
-    doc = checked(
+    return checked_list(
         requester,
         "GET",
         "/api/v1/status/queues/%s/messages" % name,
-        what=what,
+        what="admin.get_queue_messages(%r)" % name,
         query=query_params(partition=partition, limit=limit),
     )
-    if doc is None:
-        return []  # an unknown queue: a 0.15 broker answers 200 with no body
-    if not isinstance(doc, list):
-        raise ProtocolError("%s: the reply is not a JSON array" % what)
-    return doc
 
 
 def analytics(

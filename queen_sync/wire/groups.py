@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..errors import ProtocolError
-from ._base import Requester, checked, query_params
+from ._base import Requester, checked, checked_list, query_params
 
 __all__ = ["list_groups", "group", "lagging", "delete", "set_subscription", "seek", "seek_partition_to_end"]
 
@@ -32,16 +31,10 @@ def lagging(requester: Requester, min_lag_seconds: int) -> List[Dict[str, Any]]:
     0.15 broker then answers 200 with no body).
 
     Raises:
-        ProtocolError: the reply is not a JSON array; else as :func:`checked`.
+        ProtocolError: the reply is not a JSON array; else as :func:`checked_list`.
     """
-    what = "admin.get_lagging_consumers()"
-    doc = checked(requester, "GET", "/api/v1/consumer-groups/lagging", what=what,
-                  query=query_params(minLagSeconds=min_lag_seconds))
-    if doc is None:
-        return []
-    if not isinstance(doc, list):
-        raise ProtocolError("%s: the reply is not a JSON array" % what)
-    return doc
+    return checked_list(requester, "GET", "/api/v1/consumer-groups/lagging", what="admin.get_lagging_consumers()",
+                        query=query_params(minLagSeconds=min_lag_seconds))
 
 
 def delete(requester: Requester, name: str, delete_metadata: bool, queue: Optional[str] = None) -> Any:

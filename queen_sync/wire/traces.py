@@ -9,10 +9,10 @@ Arguments are already validated by the caller. Every reply is checked (see
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 from urllib.parse import quote
 
-from ._base import Requester, checked, query_params
+from ._base import Requester, checked, checked_object, query_params
 
 __all__ = ["record", "by_name", "names", "for_message"]
 
@@ -40,10 +40,14 @@ def record(
     return checked(requester, "POST", "/api/v1/traces", body=body, what="trace of message %s" % transaction_id)
 
 
-def by_name(requester: Requester, name: str, *, limit: int, offset: int) -> Any:
+def by_name(requester: Requester, name: str, *, limit: int, offset: int) -> Dict[str, Any]:
     """``name`` is any text, URL-encoded here (the broker decodes this path segment).
-    Wire: ``GET /api/v1/traces/by-name/{name}?limit=&offset=``."""
-    return checked(
+    Wire: ``GET /api/v1/traces/by-name/{name}?limit=&offset=``.
+
+    Raises:
+        ProtocolError: the reply is not a JSON object; else as :func:`checked_object`.
+    """
+    return checked_object(
         requester,
         "GET",
         "/api/v1/traces/by-name/%s" % quote(name, safe=""),
