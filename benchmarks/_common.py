@@ -12,7 +12,8 @@ import os
 import socket
 import subprocess
 import sys
-from typing import Optional, Tuple
+import statistics
+from typing import Callable, List, Optional, Sequence, Tuple
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
@@ -22,7 +23,7 @@ try:
 except ImportError:  # pragma: no cover
     queen_mq = None
 
-__all__ = ["ROOT", "queen_mq", "start_broker", "stop_broker", "pin_apart", "print_header"]
+__all__ = ["ROOT", "queen_mq", "start_broker", "stop_broker", "pin_apart", "print_header", "run_rounds", "median"]
 
 
 def start_broker() -> Tuple[str, Optional[subprocess.Popen]]:
@@ -79,3 +80,17 @@ def print_header(header: str) -> None:
     """Print a table's header line and a dashed rule as wide as it."""
     print(header)
     print("-" * len(header))
+
+
+def run_rounds(clients: Sequence[Callable[[int], None]], repeats: int) -> None:
+    """Call every client once per round, ``repeats`` rounds, passing the round number; the
+    order rotates from round to round (a client run right after another costs a few per cent
+    more CPU than one run first, so no client is always second)."""
+    for r in range(repeats):
+        for run in list(clients[r % len(clients):]) + list(clients[:r % len(clients)]):
+            run(r)
+
+
+def median(xs: List[float]) -> float:
+    """The median of ``xs``, NaN when it is empty (a client that did not run)."""
+    return statistics.median(xs) if xs else float("nan")

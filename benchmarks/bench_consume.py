@@ -55,14 +55,13 @@ import contextlib
 import gc
 import io
 import logging
-import statistics
 import sys
 import threading
 import time
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
-from _common import pin_apart, print_header, queen_mq, start_broker, stop_broker  # puts the checkout on sys.path
+from _common import median, pin_apart, print_header, queen_mq, run_rounds, start_broker, stop_broker  # puts the checkout on sys.path
 from _floor import FloorClient
 
 import queen_sync
@@ -152,7 +151,6 @@ def cell(q: Queen, url: str, queue: str, concurrency: int, batch: int, messages:
     group of its own); returns medians over the rounds (see the module docstring): per client
     ``(msg/s, CPU us/msg)``, and ``xfl`` (ours, theirs), ``spread`` (ours: low, high) and
     ``ratio`` (msg/s ours ÷ theirs) of the per-round ratios."""
-    nan = float("nan")
     runs: Dict[str, List[Tuple[float, float]]] = {"floor": [], "ours": [], "mq": []}
     def floor(r: int) -> None:
         fwall, fcpu, _ = run_floor(url, queue, concurrency, batch, messages, "floor-%d" % r)
@@ -164,23 +162,16 @@ def cell(q: Queen, url: str, queue: str, concurrency: int, batch: int, messages:
     def mq(r: int) -> None:
         runs["mq"].append(run_official(url, queue, concurrency, batch, messages, "official-%d" % r))
 
-    clients = [floor, ours] + ([mq] if queen_mq is not None else [])
-    for r in range(repeats):
-        for run in clients[r % len(clients):] + clients[:r % len(clients)]:  # the order rotates
-            run(r)
-
-    def med(xs: List[float]) -> float:
-        return statistics.median(xs) if xs else nan
-
+    run_rounds([floor, ours] + ([mq] if queen_mq is not None else []), repeats)
     fl, ours, mq = runs["floor"], runs["ours"], runs["mq"]
     xfl_ours = [o[1] / f[1] for o, f in zip(ours, fl)]
     return {
-        "floor": (med([x[0] for x in fl]), med([x[1] for x in fl])),
-        "ours": (med([x[0] for x in ours]), med([x[1] for x in ours])),
-        "mq": (med([x[0] for x in mq]), med([x[1] for x in mq])),
-        "xfl": (med(xfl_ours), med([m[1] / f[1] for m, f in zip(mq, fl)])),
+        "floor": (median([x[0] for x in fl]), median([x[1] for x in fl])),
+        "ours": (median([x[0] for x in ours]), median([x[1] for x in ours])),
+        "mq": (median([x[0] for x in mq]), median([x[1] for x in mq])),
+        "xfl": (median(xfl_ours), median([m[1] / f[1] for m, f in zip(mq, fl)])),
         "spread": (min(xfl_ours), max(xfl_ours)),
-        "ratio": (med([o[0] / m[0] for o, m in zip(ours, mq)]),),
+        "ratio": (median([o[0] / m[0] for o, m in zip(ours, mq)]),),
     }
 
 

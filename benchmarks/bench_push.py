@@ -7,7 +7,7 @@ Usage::
 
     python benchmarks/bench_push.py              # starts `python -m queen_sync.testing` as a subprocess
     QUEEN_URL=http://host:6632 python benchmarks/bench_push.py
-    python benchmarks/bench_push.py --scale 0.2 --repeats 1  # quicker; --scale 3 for steadier numbers
+    python benchmarks/bench_push.py --scale 0.2 --repeats 1  # quicker; --repeats 15 for steadier numbers
 
 What is measured:
 
@@ -18,9 +18,14 @@ What is measured:
   then a flush.
 - msg/s is wall-clock; CPU us/msg is ``time.process_time()`` of this process (the client
   side only: the broker runs in another process) divided by the messages pushed.
-- every cell runs ``--repeats`` times (default 3), the three clients taking turns, and the
-  table shows each client's best run: the highest msg/s and the lowest CPU per message
-  (noise only ever adds time), as ``bench_consume.py`` does.
+- every cell runs ``--repeats`` rounds (default 7): one run of each client per round, the
+  order rotating from round to round (so that a busy spell of the machine hits them alike and
+  none is always run right after another), and the table shows medians over the rounds:
+  each client's median msg/s and CPU per message, and the median of the rounds' ratios, as
+  ``bench_consume.py`` does. Not the best run: on two cores shared with the broker a
+  client's CPU per message varies by ±20% from run to run, the floor's as much as ours, and
+  the best of three is a lucky draw of each (best of 3 printed 1.36x for a batch-100 cell
+  whose 12-round median was 1.10x).
 - ``gc.collect()`` runs before every client's clock starts (floor, queen_sync, queen-mq alike):
   a full collection of this process costs some 20-50 ms, i.e. up to 1.5 us/msg of a
   30000-message cell, and without it the run that happens to cross the collector's threshold
@@ -33,8 +38,10 @@ What is measured:
 
 - floor: the same requests from a minimal urllib3 + orjson client, bodies built before the
   clock, replies decoded and verdicts counted (for ``buffered 1-item``: the 1000-item bodies
-  the buffer ends up sending). ``xfl CPU`` is CPU per message divided by the floor's, for
-  queen_sync (``ours``) and queen-mq (``mq``); lower is better, 1.00 is the floor.
+  the buffer ends up sending). ``xfl`` is the median over the rounds of a client's CPU per
+  message divided by the floor's in the same round, for queen_sync (``ours``) and queen-mq
+  (``mq``); lower is better, 1.00 is the floor; ``spread`` the lowest and highest of
+  queen_sync's per-round ``xfl``.
 - ``fe`` (floor + encode), a reference beside the floor: the floor's client, its documents
   built and ids minted before the clock as the floor's, but each encoded with
   ``orjson.dumps`` right before its request, inside the clock. Every client that is handed
@@ -42,7 +49,7 @@ What is measured:
   batch 1000, with the payloads cold in cache by then, a good part of the floor's own CPU),
   and ``xfe`` divides queen_sync's CPU per message by it.
 
-Ratios ``x msg/s`` / ``x CPU`` are queen_sync / queen-mq (throughput: higher is better; CPU
+Ratios ``x msg/s`` / ``x CPU`` are medians of queen_sync / queen-mq per round (throughput: higher is better; CPU
 and latency: lower is better). The broker is the embedded Python one unless ``QUEEN_URL`` is set, so absolute
 throughput is bounded by it; the CPU column is the client's own cost.
 """
@@ -61,9 +68,9 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
-from _common import print_header, queen_mq, start_broker, stop_broker  # puts the checkout on sys.path
+from _common import median, print_header, queen_mq, run_rounds, start_broker, stop_broker  # puts the checkout on sys.path
 from _floor import FloorClient
 
 import queen_sync
@@ -229,7 +236,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", type=float, default=1.0, help="multiply message counts (default 1.0)")
     ap.add_argument("--latency-samples", type=int, default=300, help="single pushes per client (default 300)")
-    ap.add_argument("--repeats", type=int, default=3, help="runs per client and cell; the best is shown (default 3)")
+    ap.add_argument("--repeats", type=int, default=7,
+                    help="rounds per cell (one run of each client); medians are shown (default 7)")
     opts = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     if queen_mq is None:
@@ -244,7 +252,7 @@ def main() -> int:
             "queen_sync %s (codec: %s) vs queen-mq %s; python %s; %d CPUs"
             % (queen_sync.__version__, queen_sync.codec_backend, queen_mq.__version__, sys.version.split()[0], os.cpu_count() or 0)
         )
-        print("each cell: best of %d runs per client (--repeats)" % opts.repeats)
+        print("each cell: medians of %d rounds, one run of each client per round (--repeats)" % opts.repeats)
         s = opts.scale
         workloads = [
             ("push batch=1", 1, int(1500 * s), False),
@@ -258,15 +266,32 @@ def main() -> int:
             for threads in (1, 8):
                 r: Dict[str, Any] = {"name": name, "threads": threads, "total": total}
                 runs: Dict[str, List[Tuple[float, float]]] = {"floor": [], "flenc": [], "ours": [], "theirs": []}
-                clients = (("floor", floor_push), ("flenc", floor_encode_push), ("ours", ours_push), ("theirs", theirs_push))
-                for rnd in range(opts.repeats):  # the clients take turns, so a busy spell hits them alike
-                    for who, fn in clients:
+
+                def client(who: str, fn: Callable[..., Tuple[float, float]]) -> Callable[[int], None]:
+                    def run(rnd: int) -> None:
                         queue = "bench-%s-%s-%d-%d-%s-%d" % (run_id, who, batch, threads, "b" if buffered else "u", rnd)
                         wall, cpu = fn(url, queue, batch, threads, total, buffered)
                         runs[who].append((total / wall, cpu / total * 1e6))
                         admin.queue(queue).delete()
-                for who, rs in runs.items():  # each client's best: noise only ever adds time
-                    r[who] = (max(x[0] for x in rs), min(x[1] for x in rs))
+                    return run
+
+                run_rounds([client("floor", floor_push), client("flenc", floor_encode_push),
+                            client("ours", ours_push), client("theirs", theirs_push)], opts.repeats)
+                for who, rs in runs.items():
+                    r[who] = (median([x[0] for x in rs]), median([x[1] for x in rs]))
+
+                def per_round(a: str, b: str, k: int) -> List[float]:
+                    return [x[k] / y[k] for x, y in zip(runs[a], runs[b])]
+
+                xfl = per_round("ours", "floor", 1)
+                r["ratios"] = {
+                    "fe_xfl": median(per_round("flenc", "floor", 1)),
+                    "xfl": median(xfl), "lo": min(xfl), "hi": max(xfl),
+                    "xfe": median(per_round("ours", "flenc", 1)),
+                    "mq_xfl": median(per_round("theirs", "floor", 1)),
+                    "x_rate": median(per_round("ours", "theirs", 0)),
+                    "x_cpu": median(per_round("ours", "theirs", 1)),
+                }
                 rows.append(r)
                 print(
                     "  done: %-16s threads=%d  floor %.0f msg/s, ours %.0f msg/s, queen-mq %.0f msg/s"
@@ -283,22 +308,22 @@ def main() -> int:
 
         print()
         print("Throughput and client CPU per message (us); xfl = CPU per message / the floor's; x = queen_sync / queen-mq")
-        hdr = "%-16s %3s %6s | %8s %6s | %6s %5s | %8s %6s %6s %6s | %8s %6s %6s | %7s %6s" % (
+        hdr = "%-16s %3s %6s | %8s %6s | %6s %5s | %8s %6s %6s %11s %6s | %8s %6s %6s | %7s %6s" % (
             "workload", "thr", "msgs", "fl msg/s", "fl us", "fe us", "xfl",
-            "ours/s", "us", "xfl", "xfe", "mq/s", "us", "xfl", "x msg/s", "x CPU",
+            "ours/s", "us", "xfl", "spread", "xfe", "mq/s", "us", "xfl", "x msg/s", "x CPU",
         )
         print_header(hdr)
         for r in rows:
-            f, e, o, t = r["floor"], r["flenc"], r["ours"], r["theirs"]
+            f, e, o, t, x = r["floor"], r["flenc"], r["ours"], r["theirs"], r["ratios"]
             print(
-                "%-16s %3s %6d | %8.0f %6.1f | %6.1f %4.2fx | %8.0f %6.1f %5.2fx %5.2fx | %8.0f %6.1f %5.2fx | %6.2fx %5.2fx"
+                "%-16s %3s %6d | %8.0f %6.1f | %6.1f %4.2fx | %8.0f %6.1f %5.2fx %5.2f-%4.2fx %5.2fx | %8.0f %6.1f %5.2fx | %6.2fx %5.2fx"
                 % (
                     r["name"], r["threads"], r["total"],
                     f[0], f[1],
-                    e[1], e[1] / f[1],
-                    o[0], o[1], o[1] / f[1], o[1] / e[1],
-                    t[0], t[1], t[1] / f[1],
-                    o[0] / t[0], o[1] / t[1],
+                    e[1], x["fe_xfl"],
+                    o[0], o[1], x["xfl"], x["lo"], x["hi"], x["xfe"],
+                    t[0], t[1], x["mq_xfl"],
+                    x["x_rate"], x["x_cpu"],
                 )
             )
         print("(threads=8: queen_sync uses 8 OS threads on one Queen; queen-mq 8 asyncio tasks on one client)")
