@@ -12,8 +12,9 @@ The push encode lives in ``_push.pxi`` and the decode of flat-object list replie
 results, ack verdicts, lease extensions) in ``_replies.pxi``, both included below (one
 extension module, three files).
 
-The module keeps no mutable state (it is declared free-threading compatible): module
-globals are read-only constants bound at import time.
+The module keeps no mutable state of its own (it is declared free-threading compatible):
+module globals are constants bound at import time; the one pool of random bytes for single
+ids is a ``_pycodec.RandomPool`` (lock-free under the GIL, bypassed on a free-threaded build).
 """
 
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_Check, PyDict_CheckExact, PyDict_Contains, PyDict_Copy, PyDict_Next, PyDict_Values, PyDict_SetItem, PyDict_Size
@@ -44,7 +45,6 @@ from libc.string cimport memchr, memcpy
 from libc.math cimport isfinite
 from cpython.float cimport PyFloat_AS_DOUBLE
 
-import os as _os
 import sys as _sys
 import sysconfig as _sysconfig
 import time as _time
@@ -73,8 +73,7 @@ cdef object _non_finite_error = _json.non_finite_error
 cdef object _encode_error_text = _json.encode_error_text
 cdef object _nul_error_text = _json.nul_error_text
 cdef bint _FREE_THREADED = bool(_sysconfig.get_config_var("Py_GIL_DISABLED"))
-# the namespaces of os / time (the dict objects, not copies of the attributes in them)
-cdef dict _os_dict = _os.__dict__
+# the namespace of time (the dict object, not a copy of the attributes in it)
 cdef dict _time_dict = _time.__dict__
 cdef object _loads = _json.loads
 cdef object _loads_fallback = _json.loads_fallback
@@ -168,9 +167,13 @@ cdef inline unsigned long long _now_ms() except? 0xFFFFFFFFFFFFFFFF:
     return PyLong_AsUnsignedLongLong(ns) // 1000000
 
 
+cdef object _pool_take = _pycodec.RandomPool().take  # this backend's own pool
+
+
 cdef inline bytes _urandom(Py_ssize_t n):
-    """``os.urandom(n)``, looked up at call time (tests fix the randomness by patching it)."""
-    return _module_attr(_os_dict, _os, "urandom")(n)
+    """``os.urandom(n)``, through this backend's ``_pycodec.RandomPool`` (pooled for one id's
+    10 bytes; ``os.urandom`` looked up at call time: tests fix the randomness by patching it)."""
+    return _pool_take(n)
 
 
 cdef inline object _module_attr(dict namespace, object module, str name):

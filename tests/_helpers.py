@@ -163,6 +163,16 @@ def capture_consumers(monkeypatch: Any) -> List[Consumer]:
     return made
 
 
+def libc_fork_child(body: Callable[[], Any], timeout: float = 10.0) -> int:
+    """Fork through libc, without Python's at-fork hooks (as uWSGI forks its workers), run
+    ``body()`` in the child; exit code as :func:`run_forked` (-9: killed after a hang).
+    Linux only."""
+    import ctypes
+
+    # PyDLL keeps the GIL held across the call
+    return run_forked(body, timeout, fork=ctypes.PyDLL(None).fork)
+
+
 def codec_twins() -> Tuple[ModuleType, Optional[ModuleType]]:
     """``(pure, compiled)`` codec backends; compiled is None when the extension is not built."""
     try:

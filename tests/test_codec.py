@@ -188,6 +188,67 @@ def test_new_transaction_ids_bad_count(backend: types.ModuleType) -> None:
         backend.new_transaction_ids(2.0)
 
 
+def _random_part(tx: str) -> str:
+    """The 74 random bits of a UUIDv7 string, as hex (the time prefix left out)."""
+    return tx[15:]
+
+
+def test_single_ids_draw_urandom_once_per_pool(backend: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    real, draws = os.urandom, []
+
+    def counting(n: int) -> bytes:
+        draws.append(n)
+        return real(n)
+
+    monkeypatch.setattr(os, "urandom", counting)
+    n = 2 * _pycodec.POOL_IDS + 5
+    ids = [backend.new_transaction_id() for _ in range(n // 2)]
+    ids += [backend.encode_push_fragment("q", None, [{"data": i}])[1][0] for i in range(n - n // 2)]
+    assert draws == [10 * _pycodec.POOL_IDS] * 3  # a fresh pool for the patched function, then two more
+    assert len({_random_part(t) for t in ids}) == n
+    backend.new_transaction_ids(3)  # more than one id: its own draw, the pool untouched
+    assert draws[3:] == [30]
+
+
+def test_single_ids_from_many_threads_are_all_distinct(backend: types.ModuleType) -> None:
+    import threading
+
+    out: List[List[str]] = [[] for _ in range(8)]
+    start = threading.Barrier(8)
+
+    def mint(k: int) -> None:
+        start.wait()
+        out[k].extend(backend.new_transaction_id() for _ in range(3 * _pycodec.POOL_IDS))
+
+    threads = [threading.Thread(target=mint, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    every = [_random_part(t) for part in out for t in part]
+    assert len(every) == 24 * _pycodec.POOL_IDS and len(set(every)) == len(every)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="libc fork via ctypes: Linux only")
+def test_a_child_forked_without_hooks_mints_its_own_ids(backend: types.ModuleType) -> None:
+    from _helpers import libc_fork_child
+
+    backend.new_transaction_id()  # the pool is drawn: the child inherits it
+    r, w = os.pipe()
+
+    def child() -> bool:
+        os.write(w, backend.new_transaction_id().encode())
+        return True
+
+    assert libc_fork_child(child) == 0
+    os.close(w)
+    theirs = os.read(r, 100).decode()
+    os.close(r)
+    ours = backend.new_transaction_id()  # the parent's next slot: the one the child would have taken
+    assert uuid.UUID(theirs).version == 7
+    assert _random_part(theirs) != _random_part(ours)
+
+
 @pytest.mark.parametrize(
     "value, expected",
     [

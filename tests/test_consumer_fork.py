@@ -18,7 +18,7 @@ from queen_sync import Queen
 
 from _helpers import wait_until
 
-from _helpers import run_forked  # noqa: E402
+from _helpers import libc_fork_child, run_forked  # noqa: E402
 
 #: signals sent to this very process (handled in its main thread): run outside pytest-xdist
 #: workers, whose main thread serves the controller (README test command, ``-m main_thread``)
@@ -137,15 +137,6 @@ def test_consumer_inherited_through_a_fork_logs_one_warning_in_the_child(embedde
         q.close()
 
 
-def _libc_fork_child(body: Callable[[], bool], timeout: float = 10.0) -> int:
-    """Fork through libc, without Python's at-fork hooks (as uWSGI forks its workers), run
-    ``body()`` in the child; exit code as run_forked (-9: killed after a hang)."""
-    import ctypes
-
-    # PyDLL keeps the GIL held across the call
-    return run_forked(body, timeout, fork=ctypes.PyDLL(None).fork)
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="libc fork via ctypes: Linux only")
 def test_fork_without_python_hooks_does_not_inherit_a_held_registry_lock(embedded_broker: Any) -> None:
     """uWSGI without --lazy-apps: no at-fork hook runs in the child. A registry lock held by a
@@ -167,7 +158,7 @@ def test_fork_without_python_hooks_does_not_inherit_a_held_registry_lock(embedde
             closed = q.close(timeout_millis=2000)
             return stopped.reason == "" and closed == 0 and len(_fork_warnings(records)) == 1
 
-        code = _libc_fork_child(child)
+        code = libc_fork_child(child)
     finally:
         held.release()
     try:

@@ -306,3 +306,51 @@ def test_exit_without_close_delivers_the_buffer(client: Queen, qname: str, reque
     assert "could not be sent" not in proc.stderr, proc.stderr
     got = client.queue(qname).batch(100).wait(False).pop()
     assert sorted(m["data"] for m in got) == [0, 1, 2, 3, 4]
+
+
+def test_threads_pushing_into_one_buffer_deliver_each_message_once(embedded_broker: Any, q: Queen) -> None:
+    qb = q.queue("many").buffer(50, 20, max_messages=200)  # small bound: pushers also wait for room
+    start = threading.Barrier(8)
+
+    def push(k: int) -> None:
+        start.wait()
+        for i in range(150):
+            qb.push({"data": [k, i]})
+
+    threads = [threading.Thread(target=push, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert q.flush_all_buffers(10000) == 0
+    got = data_of(embedded_broker, "many")
+    assert sorted(map(tuple, got)) == [(k, i) for k in range(8) for i in range(150)]
+    for k in range(8):  # one thread's pushes keep their order
+        assert [i for kk, i in got if kk == k] == list(range(150))
+    st = q.get_buffer_stats()["buffers"]["many/Default"]
+    assert st["pushed"] == st["delivered"] == 1200 and st["unsent"] == 0
+
+
+def test_buffer_lock_taken_without_blocking_is_still_exclusive() -> None:
+    from queen_sync.producer import _buffer
+
+    lock, counter = threading.Lock(), [0]
+    start = threading.Barrier(8)
+
+    def bump() -> None:
+        start.wait()
+        for _ in range(500):
+            _buffer._take(lock)
+            try:
+                seen = counter[0]
+                _buffer._yield()  # hand the GIL over inside: a second holder would lose updates
+                counter[0] = seen + 1
+            finally:
+                lock.release()
+
+    threads = [threading.Thread(target=bump) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counter[0] == 4000

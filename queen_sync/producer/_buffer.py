@@ -12,6 +12,8 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import os
+import sysconfig
 import threading
 import time
 from dataclasses import asdict
@@ -43,6 +45,29 @@ def _is_permanent_refusal(exc: BaseException) -> bool:
         and 400 <= status < 500
         and status not in _TRANSIENT_4XX
     )
+
+
+_NO_GIL = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+_yield = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
+
+
+def _take(lock: Any) -> None:
+    """Acquire ``lock`` (a buffer's lock, on the pushers' path) without ever blocking on it
+    in the OS: try it, and while it is held hand the GIL over (``sched_yield``) and try again.
+
+    Why: a thread blocked on a ``threading.Lock`` is woken by its release and takes it
+    without the GIL; the next pusher, holding the GIL, then finds it taken and blocks, and
+    so on: with several threads pushing into one buffer every push became a GIL hand-off
+    (measured at 8 threads: ~0.5 context switches and 6 us per add, from 1 us at 1 thread).
+    Taken only with the GIL held, the lock is never found taken by a running pusher except
+    when its holder was preempted inside the (short, lock-only) critical section. A
+    free-threaded build blocks as usual.
+    """
+    if _NO_GIL:
+        lock.acquire()
+        return
+    while not lock.acquire(False):
+        _yield()
 
 
 def _deadline(timeout_millis: Optional[int]) -> Optional[float]:
@@ -123,7 +148,9 @@ class PushBuffer:
         """:meth:`add`, with the fragments' message ``count`` and ``nbytes`` already summed."""
         limit = self.options.max_messages
         assert limit is not None  # BufferOptions.__post_init__ fills in the default
-        with self._lock:
+        lock = self._lock
+        _take(lock)
+        try:
             if self._closed:
                 raise ClientClosedError("the Queen client (push buffer of %s) is closed" % self._affinity)
             if self._waiting + self._in_flight + count > limit:
@@ -157,6 +184,8 @@ class PushBuffer:
             mc, mb = self.options.message_count, self.options.max_bytes
             if was_empty or (before < mc <= waiting) or (before_bytes < mb <= waiting_bytes):
                 self._work.notify()
+        finally:
+            lock.release()
 
     def _start_thread(self) -> None:
         _fork.warn_uwsgi_threads_off("the push buffer's background sender")
