@@ -20,6 +20,8 @@ import pytest
 from queen_sync import Queen
 from queen_sync.pytest_plugin import QueenBroker
 
+from _helpers import wait_until
+
 
 class Run:
     def __init__(self, proc: "subprocess.CompletedProcess[str]") -> None:
@@ -191,6 +193,14 @@ def test_queues_queue_groups_dlq_seek_health(cli_env: Dict[str, str], qname: str
     assert pretty.code == 0 and {"id", "name", "namespace"} <= set(pretty.out.splitlines()[0].split())
     assert any(qname in line for line in pretty.out.splitlines()[1:])
 
+    def depth() -> Any:  # what `queue` shows as depth: the queue's counts in the queue list
+        return [e.get("messages") for e in client.admin.list_queues()["queues"] if e["name"] == qname]
+
+    def counted() -> bool:  # a real broker's queue counts lag a push (its stats are refreshed apart)
+        client.admin.refresh_consumer_stats()
+        return bool(depth() and depth()[0]["total"] == 3)
+
+    assert wait_until(counted), depth()
     (detail,) = cli(cli_env, "queue", qname).lines
     assert detail["queue"]["name"] == qname and detail["queue"]["config"]["retryLimit"] == 0
     assert detail["depth"]["total"] == 3
