@@ -113,6 +113,12 @@ def ack(
         if not isinstance(m, Mapping):
             raise InvalidInputError("ack item %d: a message must be a dict, got %s" % (i, type(m).__name__))
         refuse_unleased("ack item %d" % i, m)
+        # the codec checks the ids again per batch, but numbers the items within that batch
+        # (one per consumer group); this names the item's place in the caller's list
+        for key in ("transactionId", "partitionId"):
+            value = m.get(key)
+            if not isinstance(value, str) or not value:
+                raise InvalidInputError("ack item %d: message has no %s" % (i, key))
         batches.setdefault(resolve_group(m, group), []).append((i, m))
     out: List[Optional[Dict[str, Any]]] = [None] * len(messages)
     plans = []

@@ -77,6 +77,20 @@ def test_ack_batch_split_per_group_requests(embedded_broker: Any) -> None:
         assert embedded_broker.request_count("POST", "/api/v1/ack/batch") - before == 2
 
 
+@pytest.mark.parametrize("bad, missing", [({"transactionId": "t"}, "partitionId"), ({"partitionId": "p"}, "transactionId")])
+def test_ack_list_names_the_bad_items_place_in_the_list(embedded_broker: Any, bad: Dict[str, Any], missing: str) -> None:
+    # the bad item has no consumerGroup, so it plans into a batch of its own: its error must
+    # still name its place in the caller's list (it named its place in that batch, 0)
+    with Queen(embedded_broker.url) as q:
+        q.queue("places").push([{"data": i} for i in range(3)])
+        ms = _pop(q, "places", "g", n=3)
+        before = embedded_broker.request_count("POST", "/api/v1/ack/batch")
+        with pytest.raises(InvalidInputError, match=r"^ack item 2: message has no %s$" % missing):
+            q.ack([ms[0], ms[1], bad, ms[2]], True)
+        assert embedded_broker.request_count("POST", "/api/v1/ack/batch") == before  # nothing sent
+        assert q.ack(ms, True) and q.queue("places").group("g").pop() == []
+
+
 def test_ack_unknown_raises(client: Queen, qname: str) -> None:
     client.queue(qname).push({"data": 1})
     m = _pop(client, qname)[0]
