@@ -59,11 +59,13 @@ def test_handler_failure_without_auto_ack_is_logged_and_reraised(
 @pytest.mark.parametrize("each", [True, False], ids=["each", "batch"])
 @pytest.mark.parametrize("exc_type", [SystemExit, KeyboardInterrupt])
 def test_handler_raising_systemexit_gives_its_unhandled_messages_back(
-    client: Queen, qname: str, each: bool, exc_type: type
+    client: Queen, qname: str, each: bool, exc_type: type, caplog: pytest.LogCaptureFixture
 ) -> None:
     """SystemExit / KeyboardInterrupt from a handler end consume() with that exception; the
     messages not handled yet (this call's and the rest of the pop) go back to the broker at
-    once: the group gets them again now, not when their lease (300 s) expires."""
+    once: the group gets them again now, not when their lease (300 s) expires. It is logged as
+    a stop (one WARNING naming it), not as a thread failure (an ERROR with a traceback)."""
+    caplog.set_level(logging.INFO, logger="queen_sync")
     client.queue(qname).partition("p").push([{"data": i} for i in range(3)])
     seen: List[Any] = []
 
@@ -80,3 +82,6 @@ def test_handler_raising_systemexit_gives_its_unhandled_messages_back(
     expected = [1, 2] if each else [0, 1, 2]
     assert sorted(m["data"] for m in again) == expected
     assert seen == ([0, 1] if each else [0, 1, 2])
+    recs = [r for r in caplog.records if r.name.startswith("queen_sync") and r.levelno >= logging.WARNING]
+    assert [(r.levelno, r.exc_info) for r in recs] == [(logging.WARNING, None)], [r.getMessage() for r in recs]
+    assert "a handler raised %s(3)" % exc_type.__name__ in recs[0].getMessage()

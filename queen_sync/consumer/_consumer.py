@@ -407,7 +407,13 @@ class Consumer:
         try:
             target()
         except BaseException as exc:  # never let a consumer thread die silently
-            log.exception("consumer thread of queue %r failed", self._st.queue)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                # a handler asked the program to stop (README: not nacked, consume() re-raises
+                # it): a stop, not a failure, so no ERROR and no traceback
+                log.warning("consumer of queue %r stopping: a handler raised %s%s (consume() re-raises it)",
+                            self._st.queue, type(exc).__name__, "(%s)" % (exc,) if str(exc) else "")
+            else:
+                log.exception("consumer thread of queue %r failed", self._st.queue)
             self._st.fail(exc)
         finally:
             with self._st.lock:
