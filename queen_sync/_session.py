@@ -122,6 +122,7 @@ class Session:
         retry: Optional[str] = None,
         affinity_key: Optional[str] = None,
         accept: Optional[Callable[[bytes], Any]] = None,
+        long_poll: bool = False,
     ) -> Response:
         """Send one call through the transport (see :meth:`Transport.request`), unless the
         client is closed (ClientClosedError)."""
@@ -136,4 +137,5 @@ class Session:
             retry=retry,
             affinity_key=affinity_key,
             accept=accept,
+            long_poll=long_poll,
         )

@@ -287,7 +287,9 @@ class Queen:
         client (:meth:`queen_sync.streams.Stream.run`) stops the same way: the cycle in
         flight finishes, popped but unprocessed messages are released. (2) Buffered pushes are flushed with the
         time left, at least :data:`MIN_CLOSE_FLUSH_MILLIS` (250 ms). (3) The connections are
-        closed. So close() returns within ``timeout_millis`` + 250 ms (plus the time a
+        closed; a pop waiting at the broker (long poll) in another thread is interrupted and
+        raises :class:`ClientClosedError` (the broker drops the parked pop: nothing is leased
+        to this client); other calls in flight finish. So close() returns within ``timeout_millis`` + 250 ms (plus the time a
         send already under way needs to give up).
 
         **Broker unreachable with buffered pushes**: close() keeps resending for the whole

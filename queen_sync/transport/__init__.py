@@ -87,6 +87,9 @@ Where each part lives
     * ``_transport``: :class:`Transport`: options and headers, the pools and their reset
       after a fork, the choice of broker (round-robin, affinity ring, health), and the retry
       loop of :meth:`Transport.request`.
+    * ``_polls``: the long polls in flight (pops with ``wait=true``), whose sockets
+      :meth:`Transport.close` shuts down so that they end at once and the broker drops the
+      parked pops (a child process never touches its parent's).
     * The delay policies live in :mod:`queen_sync.backoff`; they are re-exported here.
 """
 

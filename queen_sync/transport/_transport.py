@@ -11,6 +11,7 @@ The rules it keeps are listed in :mod:`queen_sync.transport`. Logging goes to th
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import itertools
 import logging
@@ -30,6 +31,7 @@ from .._validate import headers_arg, int_arg
 from ..backoff import Backoff, ExponentialBackoff
 from ..errors import ClientClosedError, InvalidInputError
 from ._attempt import Response, send_once
+from ._polls import PollRegistry
 from ._retry import (
     _POLICIES,
     DEFAULT_PUSH_RETRY_TIMEOUT_MILLIS,
@@ -201,6 +203,7 @@ class Transport:
         self._lock = threading.Lock()
         self._stats: Dict[str, int] = {"retries": 0, "failovers": 0, "errors": 0}
         self._pid = os.getpid()
+        self._polls = PollRegistry()  # long polls in flight: close() interrupts them (_polls)
         self._pool = self._new_pool()
         # base URL -> (its urllib3 HTTP(S)ConnectionPool, path prefix); skips PoolManager's
         # per-request URL parsing and pool-key lookup on the hot path
@@ -210,7 +213,7 @@ class Transport:
     # ------------------------------------------------------------------ pool
 
     def _new_pool(self) -> urllib3.PoolManager:
-        return urllib3.PoolManager(
+        pm = urllib3.PoolManager(
             num_pools=max(10, 2 * len(self._urls)),
             maxsize=self._pool_maxsize,
             # more threads than connections wait for one (no "Connection pool is full" churn)
@@ -218,6 +221,8 @@ class Transport:
             retries=False,
             **self._tls,
         )
+        pm.pool_classes_by_scheme = self._polls.pool_classes  # urllib3's own, reporting long polls
+        return pm
 
     def _reset_after_fork(self) -> None:
         """In a forked child: new locks and a new pool (the parent's sockets and any lock held
@@ -228,6 +233,7 @@ class Transport:
         if closed:
             self._closed.set()
         self._rr = itertools.count()
+        self._polls = PollRegistry()  # the parent's long polls are its own: never shut down here
         self._pool = self._new_pool()
         self._host_pools = {}
         self._pid = os.getpid()
@@ -297,10 +303,14 @@ class Transport:
             self._stats[key] += 1
 
     def close(self) -> None:
-        """Close every pooled connection. Idempotent; later requests raise ClientClosedError."""
+        """Close every pooled connection and interrupt the long polls in flight (their pops
+        raise ClientClosedError at once; see :mod:`._polls`); other calls in flight finish.
+        Idempotent; later requests raise ClientClosedError."""
         if self._closed.is_set():
             return
         self._closed.set()
+        if os.getpid() == self._pid:  # in a forked child the sockets are still the parent's
+            self._polls.interrupt()
         with self._lock:
             try:
                 self._pool.clear()
@@ -363,6 +373,7 @@ class Transport:
         retry: Optional[str] = None,
         affinity_key: Optional[str] = None,
         accept: Optional[Callable[[bytes], Any]] = None,
+        long_poll: bool = False,
     ) -> Response:
         """Send one call, with retries and failover, and return the 2xx reply.
 
@@ -382,12 +393,15 @@ class Transport:
                 decoded results); a :class:`ProtocolError` or :class:`QueenConnectionError`
                 it raises makes that reply a lost one (retried as such under
                 :data:`RETRY_PUSH` / :data:`RETRY_ALWAYS`, else raised).
+            long_poll: the call may wait at the broker (a pop with ``wait=true``):
+                :meth:`close` interrupts it, and it raises ClientClosedError.
 
         Returns:
             the :class:`Response` (any 2xx status).
 
         Raises:
-            ClientClosedError: the transport was closed.
+            ClientClosedError: the transport was closed (before the call, or during a
+                ``long_poll``).
             QueenConnectionError: the broker could not be reached or the connection broke.
             QueenTimeoutError: a connect or read timeout.
             AuthenticationError: 401 / 403. RouteNotFoundError: 404.
@@ -423,15 +437,19 @@ class Transport:
             attempt += 1
             try:
                 pool, prefix = self._host_pool(base)
-                resp = send_once(
-                    pool, prefix, self._pool_maxsize, base, method, path, target, body, headers, timeout, accept
-                )
+                with self._polls.long_poll() if long_poll else contextlib.nullcontext():
+                    resp = send_once(
+                        pool, prefix, self._pool_maxsize, base, method, path, target, body, headers, timeout, accept
+                    )
             except _Attempt as failed:
                 if failed.failover and n > 1:
                     self._mark_unhealthy(idx, failed.error)
                 spent = attempt >= max_attempts and (budget_end is None or time.monotonic() >= budget_end)
                 if not _may_retry(policy, failed) or spent or self._closed.is_set():
                     self._count("errors")
+                    if self._closed.is_set() and long_poll:
+                        # close() shut its socket down: the broker dropped the parked pop
+                        raise ClientClosedError("the Queen client was closed while this pop waited at the broker") from None
                     if self._closed.is_set() and not failed.sent:
                         raise ClientClosedError("the Queen client is closed") from None
                     raise failed.error from None

@@ -52,6 +52,7 @@ class Requester(Protocol):
         retry: Optional[str] = None,
         affinity_key: Optional[str] = None,
         accept: Optional[Callable[[bytes], Any]] = None,
+        long_poll: bool = False,
     ) -> Response: ...
 
 

@@ -90,6 +90,7 @@ def pop(requester: Requester, spec: PopSpec) -> List[Message]:
         retry=RETRY_IF_ANSWERED,
         timeout_millis=http_timeout,
         affinity_key="%s/%s/%s" % (spec.queue, spec.partition or "*", spec.group or ""),
+        long_poll=spec.wait,  # Queen.close() interrupts it (queen_sync.transport._polls)
     )
     if resp.status == 204:  # pop maintenance: "paused", nothing delivered
         return []
