@@ -131,6 +131,23 @@ def test_order_kept_when_batches_fail(embedded_broker: Any, q: Queen) -> None:
     assert st["delivered"] == 120 and st["duplicates"] >= 7 and st["retries"] >= 1
 
 
+def test_full_buffer_error_while_the_first_send_is_still_retrying_says_so(embedded_broker: Any) -> None:
+    # broker down, the first batch's send still within its retry budget: no error recorded
+    # yet, and the error said "last error: None"
+    embedded_broker.stop()
+    q = Queen(embedded_broker.url, push_retry_timeout_millis=60_000, backoff=ExponentialBackoff(200, 200))
+    try:
+        qb = q.queue("slow").buffer(10, 1, max_messages=10, block_timeout_millis=20)
+        qb.push([{"data": i} for i in range(10)])
+        wait_for(lambda: q.get_buffer_stats()["buffers"]["slow/Default"]["in_flight"] == 10, what="the send")
+        with pytest.raises(BufferFullError, match=r"no send has failed yet, 10 message\(s\) being sent now") as info:
+            qb.push({"data": 10})
+        assert "None" not in str(info.value)
+    finally:
+        with pytest.warns(RuntimeWarning, match="10 buffered message"):
+            assert q.close(timeout_millis=50) == 10
+
+
 def test_full_buffer_raises_then_close_reports_unsent(embedded_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
     embedded_broker.stop()
     q = Queen(embedded_broker.url, retry_attempts=2, backoff=ExponentialBackoff(2, 10))
