@@ -281,7 +281,7 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         if not ns.items:
             return {"data": value}
         if not isinstance(value, dict):
-            raise CliError("item %d: with --items each value must be a JSON object" % n)
+            raise CliError("stdin line %d: with --items each value must be a JSON object" % n)
         return value
 
     def push(items: Any) -> Any:
@@ -303,15 +303,22 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     progress = sys.stderr.isatty()
     pushed = 0
     batch: List[Dict[str, Any]] = []
+    lines: List[int] = []  # the stdin line of each item of the batch
 
     def send() -> None:
         nonlocal pushed
         try:
             results = push(batch)
         except QueenError as exc:
-            raise CliError("%s (%d message(s) were pushed before this batch)" % (exc, pushed)) from exc
+            # the client numbers the items within the batch ("item 0"): say which lines they are
+            text = "%s (the batch of stdin lines %d-%d; %d message(s) were pushed before it)" % (
+                exc, lines[0], lines[-1], pushed)
+            if isinstance(exc, InvalidInputError):  # still bad input: reported as such
+                raise InvalidInputError(text) from exc
+            raise CliError(text) from exc
         pushed += len(batch)
         del batch[:]
+        del lines[:]
         out.rows(results)
         if progress:
             sys.stderr.write("\rpushed %d message(s)" % pushed)
@@ -320,6 +327,7 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     try:
         for n, value in _json_values(iter(sys.stdin.readline, "")):
             batch.append(item(n, value))
+            lines.append(n)
             if len(batch) >= ns.batch_size:
                 send()
         if batch:

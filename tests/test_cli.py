@@ -116,6 +116,13 @@ def test_push_items_mode(cli_env: Dict[str, str], qname: str, client: Queen) -> 
     assert cli(cli_env, "push", qname, "--items", item).lines[0]["status"] == "duplicate"
     r = cli(cli_env, "push", qname, "--items", "[1]")
     assert r.code == 1 and "must be a JSON object" in r.err
+    # lines are named by their stdin line (from 1), the client's item index by the batch's lines,
+    # and bad input is reported as such whether it is one line or a batch of them
+    r = cli(cli_env, "push", qname, "--items", stdin='{"data": 1}\n[1]\n')
+    assert r.code == 1 and r.err.startswith("queen-sync: error: stdin line 2: with --items"), r.err
+    r = cli(cli_env, "push", qname, "--items", stdin='{"data": 1}\n{"data": 2, "transactionID": "t"}\n')
+    assert r.code == 1 and r.err.startswith("queen-sync: invalid input: item 1: unknown key 'transactionID'"), r.err
+    assert "(the batch of stdin lines 1-2; 0 message(s) were pushed before it)" in r.err
 
 
 def test_push_nan_is_refused_unless_nan_as_null(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
