@@ -354,6 +354,28 @@ def refuse_unleased(what: str, message: Mapping[str, Any]) -> None:
         )
 
 
+def ack_context(
+    context: Optional[Mapping[str, Any]], group: Optional[str] = None, error: Optional[str] = None
+) -> Tuple[Optional[str], Optional[str]]:
+    """Read an ack's ``{"group"|"consumer_group"|"consumerGroup": g, "error": text}`` and the
+    keyword forms ``group=`` / ``error=`` (the same value in both is fine, two different ones
+    are not): ``(group or None, error text or None)``; InvalidInputError for a bad one."""
+    ctx_group, extra = group_from_context(context, ("error",))
+    if group is not None:
+        validate_name("consumer group", group)
+        if ctx_group is not None and ctx_group != group:
+            raise InvalidInputError("group=%r and the context's group %r differ" % (group, ctx_group))
+        ctx_group = group
+    ctx_error = extra.get("error")
+    if error is not None:
+        if not isinstance(error, str):
+            raise InvalidInputError("error must be a str, got %r" % (error,))
+        if ctx_error is not None and str(ctx_error) != error:
+            raise InvalidInputError("error= and the context's error differ")
+        ctx_error = error
+    return ctx_group, (None if ctx_error is None else str(ctx_error))
+
+
 def group_from_context(
     context: Optional[Mapping[str, Any]], allowed_extra: Tuple[str, ...] = ()
 ) -> Tuple[Optional[str], Dict[str, Any]]:

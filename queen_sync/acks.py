@@ -24,7 +24,7 @@ from collections import OrderedDict
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import codec
-from ._validate import group_from_context, refuse_unleased, resolve_group, validate_name, validate_path_token
+from ._validate import ack_context, refuse_unleased, resolve_group, validate_path_token
 from .errors import AckError, InvalidInputError, LeaseError, QueenError
 from .message import note_settled
 from .wire import messages as wire_messages
@@ -84,7 +84,7 @@ def ack(
     effective consumer group, and a second (or later) one for the acks of a partition that
     follow a nack in the list (see :func:`_ack_in_rounds`).
     """
-    group, error = _ack_context(context, group, error)
+    group, error = ack_context(context, group, error)
     codec.normalize_status(status)
     if isinstance(message, Mapping):
         refuse_unleased("ack", message)
@@ -316,24 +316,3 @@ def _ack_timeout(requester: Requester) -> Optional[int]:
 
 def _has_indexes(results: List[Dict[str, Any]]) -> bool:
     return all(isinstance(r.get("index"), int) for r in results)
-
-
-def _ack_context(
-    context: Optional[Mapping[str, Any]], group: Optional[str] = None, error: Optional[str] = None
-) -> Tuple[Optional[str], Optional[str]]:
-    """Read ``{"group"|"consumer_group"|"consumerGroup": g, "error": text}`` and the keyword
-    forms ``group=`` / ``error=`` (the same value in both is fine, two different ones are not)."""
-    ctx_group, extra = group_from_context(context, ("error",))
-    if group is not None:
-        validate_name("consumer group", group)
-        if ctx_group is not None and ctx_group != group:
-            raise InvalidInputError("group=%r and the context's group %r differ" % (group, ctx_group))
-        ctx_group = group
-    ctx_error = extra.get("error")
-    if error is not None:
-        if not isinstance(error, str):
-            raise InvalidInputError("error must be a str, got %r" % (error,))
-        if ctx_error is not None and str(ctx_error) != error:
-            raise InvalidInputError("error= and the context's error differ")
-        ctx_error = error
-    return ctx_group, (None if ctx_error is None else str(ctx_error))

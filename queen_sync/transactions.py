@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import codec
 from ._session import Session
-from ._validate import group_from_context, int_arg, items_arg, refuse_unleased, resolve_group, validate_name
+from ._validate import ack_context, int_arg, items_arg, refuse_unleased, resolve_group, validate_name
 from .errors import (
     ClientClosedError,
     InvalidInputError,
@@ -108,6 +108,9 @@ class TransactionBuilder:
         messages: Union[Message, Sequence[Message]],
         status: Union[bool, str] = "completed",
         context: Optional[Mapping[str, Any]] = None,
+        *,
+        group: Optional[str] = None,
+        error: Optional[str] = None,
     ) -> "TransactionBuilder":
         """Add an ack of one message or a list.
 
@@ -121,6 +124,8 @@ class TransactionBuilder:
                 own ``consumerGroup`` (queue mode for ``__QUEUE_MODE__``). ``{"error": text}``
                 is the reason a ``failed`` / ``dlq`` ack records as the dead-letter row's
                 ``errorMessage`` (without it the broker writes ``"Unknown error"``).
+            group, error: the keyword forms of the context's keys, as :meth:`queen_sync.Queen.ack`
+                takes them (the same value in both is fine, two different ones are not).
 
         Raises:
             InvalidInputError: a bad message (also one popped with ``auto_ack(True)``: it
@@ -133,8 +138,7 @@ class TransactionBuilder:
         st = codec.normalize_status(status)
         if st == "retry":
             raise InvalidInputError("status 'retry' is not accepted inside a transaction by a Queen 0.15 broker")
-        group, extra = group_from_context(context, ("error",))
-        error = extra.get("error")
+        group, error = ack_context(context, group, error)
         lst = items_arg(messages, "transaction ack()")
         if not lst:
             raise InvalidInputError("transaction ack() needs at least one message")

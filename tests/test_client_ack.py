@@ -216,6 +216,19 @@ def test_transaction_push_and_ack(client: Queen, qname: str, unique_name: Any) -
         client.queue(out).delete()
 
 
+def test_transaction_ack_takes_group_and_error_as_keywords(client: Queen, qname: str) -> None:
+    # as Queen.ack does: group= / error= beside the context dict (it raised TypeError)
+    client.queue(qname).push([{"data": 1}])
+    m = _pop(client, qname, "kw")[0]
+    with pytest.raises(InvalidInputError, match="differ"):
+        client.transaction().ack(m, "failed", {"group": "kw"}, group="other")
+    res = client.transaction().ack(m, "failed", group="kw", error="bad row").commit()
+    assert res.get("success") is True, res
+    assert client.queue(qname).group("kw").pop() == []  # dead-lettered, not redelivered
+    rows = client.queue(qname).dlq("kw").get()
+    assert [r.get("errorMessage") for r in rows] == ["bad row"], rows
+
+
 def test_transaction_default_group_is_message_group(client: Queen, qname: str) -> None:
     client.queue(qname).push({"data": 1})
     m = _pop(client, qname, "grp")[0]
