@@ -66,7 +66,7 @@ def _parse_urls(url: _UrlArg, urls: _UrlArg) -> List[str]:
         except ValueError as exc:
             raise InvalidInputError("invalid broker URL %r: %s" % (redact_url(u), exc)) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InvalidInputError("a broker URL must look like http(s)://host:port, got %r" % (redact_url(u),))
+            raise InvalidInputError("a broker URL must look like http(s)://host[:port][/path prefix], got %r" % (redact_url(u),))
         if parts.username is not None or parts.password is not None:
             raise InvalidInputError("credentials in the broker URL are not supported; use bearer_token=")
         if parts.query or parts.fragment:

@@ -146,7 +146,7 @@ def test_stream_sink_builder_partition_is_refused_not_dropped(queen: Queen, quee
     "url",
     [
         "http://alice:hunter2@127.0.0.1:99999",  # bad port: "invalid broker URL ..."
-        "alice:hunter2@127.0.0.1:6632",  # no scheme: "must look like http(s)://host:port"
+        "alice:hunter2@127.0.0.1:6632",  # no scheme: "must look like http(s)://host[:port][/path prefix]"
         "https//alice:hunter2@queen.internal:6632",  # a typo in the scheme
         "ftp://alice:hunter2@queen.internal",
         "http://127.0.0.1:6632/?access_token=hunter2",  # "must not have a query"
