@@ -160,16 +160,16 @@ class PushBuffer:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         self._s["full_timeouts"] += 1
-                        last = self._s["last_error"]
+                        if self._s["last_error"] is not None:
+                            why = "last error: %s" % self._s["last_error"]
+                        elif self._in_flight:  # e.g. a broker down, the first send within its retry budget
+                            why = ("no send has failed yet, %d message(s) being sent now (a slow or unreachable "
+                                   "broker: the send is retried within push_retry_timeout_millis)" % self._in_flight)
+                        else:
+                            why = "no send has failed yet"
                         raise BufferFullError(
                             "push buffer of %s is full (%d of %d messages unsent) after waiting %d ms; %s"
-                            % (self._affinity, self._waiting + self._in_flight, limit, wait_ms,
-                               "last error: %s" % last if last is not None else
-                               # e.g. the broker is unreachable and the first send is still within
-                               # its retry budget: say so rather than "last error: None"
-                               "no send has failed yet, %d message(s) being sent now (a slow or unreachable "
-                               "broker: the send is retried within push_retry_timeout_millis)" % self._in_flight
-                               if self._in_flight else "no send has failed yet")
+                            % (self._affinity, self._waiting + self._in_flight, limit, wait_ms, why)
                         )
                     self._room.wait(left)
                     if self._closed:

@@ -55,43 +55,32 @@ class PollRegistry:
             with self._lock:
                 self._conns[threading.get_ident()] = conn
 
-    def interrupt(self) -> int:
+    def interrupt(self) -> None:
         """Shut down the socket of every long poll in flight (their reads end at once, and
-        the broker drops the parked pops); returns how many. The sockets are not closed here:
-        their threads' urllib3 calls close them."""
+        the broker drops the parked pops). The sockets are not closed here: their threads'
+        urllib3 calls close them."""
         with self._lock:
             conns = list(self._conns.values())
             self._conns.clear()
-        n = 0
         for conn in conns:
             sock: Optional[socket.socket] = getattr(conn, "sock", None)
-            if sock is None:
-                continue
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-                n += 1
-            except OSError:  # already closed or never connected: nothing to interrupt
-                pass
-        return n
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:  # already closed: nothing to interrupt
+                    pass
 
 
 def _pool_classes(registry: PollRegistry) -> Dict[str, Type[HTTPConnectionPool]]:
     """HTTP(S) pool classes whose connections report their requests to ``registry``."""
 
-    class _Conn(HTTPConnection):
-        def request(self, *args: Any, **kwargs: Any) -> None:
-            registry._started(self)
-            super().request(*args, **kwargs)
+    def reporting(pool_cls: Type[HTTPConnectionPool], conn_cls: Type[HTTPConnection]) -> Type[HTTPConnectionPool]:
+        class Conn(conn_cls):  # type: ignore[valid-type, misc]
+            def request(self, *args: Any, **kwargs: Any) -> None:
+                registry._started(self)
+                super().request(*args, **kwargs)
 
-    class _TLSConn(HTTPSConnection):
-        def request(self, *args: Any, **kwargs: Any) -> None:
-            registry._started(self)
-            super().request(*args, **kwargs)
+        return type(pool_cls.__name__, (pool_cls,), {"ConnectionCls": Conn})
 
-    class _Pool(HTTPConnectionPool):
-        ConnectionCls = _Conn
-
-    class _TLSPool(HTTPSConnectionPool):
-        ConnectionCls = _TLSConn
-
-    return {"http": _Pool, "https": _TLSPool}
+    return {"http": reporting(HTTPConnectionPool, HTTPConnection),
+            "https": reporting(HTTPSConnectionPool, HTTPSConnection)}
