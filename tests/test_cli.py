@@ -159,6 +159,10 @@ def test_bad_input_is_one_line_without_traceback(cli_env: Dict[str, str], qname:
 def test_connection_errors_and_missing_url(cli_env: Dict[str, str]) -> None:
     r = cli(cli_env, "--url", "http://127.0.0.1:1", "health")
     assert r.code == 1 and "cannot connect" in r.err and "Traceback" not in r.err
+    # a host urllib3 cannot parse: one line, not urllib3's LocationParseError traceback
+    r = cli(cli_env, "--url", "http://a b", "health")
+    assert r.code == 1 and r.err.startswith("queen-sync: invalid input: invalid broker URL 'http://a b'"), r.err
+    assert "Traceback" not in r.err
     env = dict(cli_env)
     del env["QUEEN_URL"]
     r = cli(env, "queues")

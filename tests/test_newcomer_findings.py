@@ -164,6 +164,13 @@ def test_a_refused_broker_url_does_not_echo_its_credentials(url: str, monkeypatc
     assert "hunter2" not in str(exc_info.value)
 
 
+@pytest.mark.parametrize("url", ["http://local host:1", "http://a b/", "http://%zz:1"])
+def test_a_url_urllib3_cannot_parse_is_refused_at_construction(url: str) -> None:
+    # urllib.parse took these, then every call raised urllib3's LocationParseError (no QueenError)
+    with pytest.raises(InvalidInputError, match="invalid broker URL"):
+        Queen(url)
+
+
 def test_the_pytest_plugin_header_does_not_print_url_credentials(pytester: pytest.Pytester,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # "queen_sync broker: http://alice:hunter2@..." went into every CI log

@@ -27,7 +27,7 @@ import urllib3
 
 from .. import _fork
 from .._tls import tls_options
-from .._validate import headers_arg, int_arg
+from .._validate import headers_arg, int_arg, redact_url
 from ..backoff import Backoff, ExponentialBackoff
 from ..errors import ClientClosedError, InvalidInputError
 from ._attempt import Response, send_once
@@ -74,6 +74,16 @@ def _hash64(key: str) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
 
 
+def _check_host(base: str) -> None:
+    """Raise InvalidInputError when urllib3 cannot parse ``base`` (a host with a space or a
+    bad percent escape passes ``urllib.parse`` but would fail every request with urllib3's
+    own ``LocationParseError``, outside the error tree)."""
+    try:
+        urllib3.util.parse_url(base)
+    except urllib3.exceptions.LocationParseError as exc:
+        raise InvalidInputError("invalid broker URL %r: %s" % (redact_url(base), exc)) from None
+
+
 class Transport:
     """Thread-safe HTTP client for one or more broker base URLs.
 
@@ -109,8 +119,9 @@ class Transport:
             :mod:`queen_sync.transport`).
 
     Raises:
-        InvalidInputError: a bad option value (an int option out of range, a non-str
-            ``bearer_token``, non-mapping ``headers``), an unknown strategy, a bad ``backoff``,
+        InvalidInputError: a URL urllib3 cannot parse (a host with a space), a bad option
+            value (an int option out of range, a non-str ``bearer_token``, non-mapping
+            ``headers``), an unknown strategy, a bad ``backoff``,
             or TLS options that are not usable (a file that does not exist, ``key_file``
             without ``cert_file``, ``ssl_context`` mixed with files, no ``https`` URL).
     """
@@ -139,6 +150,8 @@ class Transport:
     ) -> None:
         if not urls:
             raise ValueError("at least one broker URL is needed")
+        for base in urls:
+            _check_host(base)
         self._tls = tls_options(urls, ca_certs, cert_file, key_file, ssl_context)
         int_arg("affinity_hash_ring", affinity_hash_ring, 1)
         int_arg("health_retry_after_millis", health_retry_after_millis, 0)
