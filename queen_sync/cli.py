@@ -62,7 +62,7 @@ def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
 
     g = p.add_argument_group("connection and output")
     g.add_argument("--url", default=d(None), help="broker URL(s), comma-separated (default: $QUEEN_URL)")
-    g.add_argument("--timeout-millis", type=int, default=d(30000), metavar="MS", help="per-request timeout (ms)")
+    g.add_argument("--timeout-millis", type=_int_at_least(1), default=d(30000), metavar="MS", help="per-request timeout (ms)")
     g.add_argument("--ca-certs", default=d(None), metavar="PEM", help="CA bundle for an https broker")
     g.add_argument("--cert-file", default=d(None), metavar="PEM", help="client certificate (mutual TLS)")
     g.add_argument("--key-file", default=d(None), metavar="PEM", help="client key, if not in --cert-file")
@@ -96,6 +96,22 @@ _COMMAND_EPILOG = {
 }
 
 
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for an int option of at least ``minimum`` (its error names the
+    option, as the client's own check would name the client's argument instead)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("expected an integer, got %r" % (text,)) from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError("must be >= %d, got %d" % (minimum, value))
+        return value
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser: the options, then ``COMMAND`` and its arguments (parsed by
     :func:`command_parser`, so options and arguments may come in any order)."""
@@ -111,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(ap, False)
     ap.add_argument("--version", action="version", version="%s %s (codec: %s)" % (PROG, __version__, codec_backend),
                     help="print the version and the codec backend, then exit")
-    ap.add_argument("command", choices=list(_COMMAND_HELP), metavar="COMMAND", help="one of the commands below")
+    # nargs="?": without a command, the error below names it (argparse's would also ask for "arguments")
+    ap.add_argument("command", nargs="?", choices=list(_COMMAND_HELP), metavar="COMMAND", help="one of the commands below")
     ap.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return ap
 
@@ -127,7 +144,7 @@ def command_parser(name: str) -> argparse.ArgumentParser:
         p.add_argument("--partition", metavar="P", help="partition (default: the broker's Default)")
         p.add_argument("--items", action="store_true",
                        help='each JSON value is a whole push item {"data": ..., "transactionId": ..., "traceId": ...}')
-        p.add_argument("--batch-size", type=int, default=DEFAULT_PUSH_BATCH, metavar="N",
+        p.add_argument("--batch-size", type=_int_at_least(1), default=DEFAULT_PUSH_BATCH, metavar="N",
                        help="items per push request when reading stdin (default %d)" % DEFAULT_PUSH_BATCH)
         p.add_argument("--nan-as-null", action="store_true",
                        help="send NaN / Infinity / -Infinity in a payload as null (the client's nan_as_null); "
@@ -136,15 +153,15 @@ def command_parser(name: str) -> argparse.ArgumentParser:
         p.add_argument("queue")
         p.add_argument("--partition", metavar="P")
         p.add_argument("--group", metavar="G", help="consumer group (default: queue mode)")
-        p.add_argument("--batch", type=int, default=1, metavar="N", help="at most N messages (default 1)")
-        p.add_argument("--wait-millis", type=int, metavar="MS", help="long-poll up to MS ms for a message")
+        p.add_argument("--batch", type=_int_at_least(1), default=1, metavar="N", help="at most N messages (default 1)")
+        p.add_argument("--wait-millis", type=_int_at_least(0), metavar="MS", help="long-poll up to MS ms for a message")
         p.add_argument("--ack", action="store_true", help="ack the popped messages (completed)")
     elif name == "consume":
         p.add_argument("queue")
         p.add_argument("--group", required=True, metavar="G", help="consumer group")
         p.add_argument("--partition", metavar="P")
-        p.add_argument("--limit", type=int, metavar="N", help="stop after N messages")
-        p.add_argument("--idle-millis", type=int, metavar="MS", help="stop after MS ms without a message")
+        p.add_argument("--limit", type=_int_at_least(1), metavar="N", help="stop after N messages")
+        p.add_argument("--idle-millis", type=_int_at_least(1), metavar="MS", help="stop after MS ms without a message")
         p.add_argument("--exec", dest="exec_cmd", metavar="CMD",
                        help="run CMD (with the shell) per message, the message JSON on its stdin: "
                        "exit status 0 acks, anything else nacks (default: print the message and ack)")
@@ -153,7 +170,7 @@ def command_parser(name: str) -> argparse.ArgumentParser:
         if name == "dlq":
             p.add_argument("--group", metavar="G")
             p.add_argument("--partition", metavar="P")
-            p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N rows (default 100)")
+            p.add_argument("--limit", type=_int_at_least(1), default=100, metavar="N", help="at most N rows (default 100)")
     elif name == "groups":
         p.add_argument("queue", nargs="?")
     elif name == "seek":
@@ -523,7 +540,10 @@ def _stdout_to_devnull() -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``queen-sync`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    ns = build_parser().parse_args(argv)
+    ap = build_parser()
+    ns = ap.parse_args(argv)
+    if ns.command is None:
+        ap.error("a COMMAND is needed, one of: %s ('%s --help' tells more)" % (", ".join(_COMMAND_HELP), PROG))
     if ns.command == "broker":  # the embedded broker's own parser (queen_sync.testing) reads the rest
         return broker_main(ns.arguments, prog="%s broker" % PROG)
     parser = command_parser(ns.command)

@@ -34,7 +34,7 @@ from ._validate import (
     validate_label,
     validate_name,
 )
-from .consumer import BuilderSettings, ConsumeResult, Consumer, renew_interval
+from .consumer import MAX_CONCURRENCY, BuilderSettings, ConsumeResult, Consumer, renew_interval
 from .dlq import DLQBuilder
 from .errors import InvalidInputError
 from .message import bind_messages
@@ -431,8 +431,9 @@ class QueueBuilder:
         return self._with(_idle=int_arg("idle_millis", ms, 1))
 
     def concurrency(self, n: int) -> "QueueBuilder":
-        """consume(): number of worker threads (>= 1; default 1)."""
-        return self._with(_concurrency=int_arg("concurrency", n, 1))
+        """consume(): number of worker threads (1 to :data:`~queen_sync.consumer.MAX_CONCURRENCY`,
+        1024; default 1). Raises InvalidInputError outside that range."""
+        return self._with(_concurrency=int_arg("concurrency", n, 1, MAX_CONCURRENCY))
 
     def renew_lease(self, enabled: bool = True, interval_millis: Optional[int] = None) -> "QueueBuilder":
         """consume(): keep the leases of unfinished messages alive while they wait or are

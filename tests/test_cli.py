@@ -150,7 +150,9 @@ def test_bad_input_is_one_line_without_traceback(cli_env: Dict[str, str], qname:
     assert client.queue(qname).batch(10).pop() == []  # the batch holding the bad line was not sent
     r = cli(cli_env, "--debug", "push", qname, "nope")
     assert r.code != 0 and "Traceback" in r.err
-    r = cli(cli_env, "pop", qname, "--batch", "0")
+    r = cli(cli_env, "pop", qname, "--batch", "0")  # a usage error now, naming the flag
+    assert r.code == 2 and "argument --batch: must be >= 1, got 0" in r.err and "Traceback" not in r.err
+    r = cli(cli_env, "pop", qname, "--group", "bad group")  # refused by the client
     assert r.code == 1 and r.err.startswith("queen-sync: invalid input:") and "Traceback" not in r.err
     r = cli(cli_env, "consume", qname)  # --group is required
     assert r.code == 2 and "--group" in r.err
@@ -385,3 +387,15 @@ def test_broker_help_names_the_command(cli_env: Dict[str, str]) -> None:
 def test_unknown_queue_error_names_the_queue(cli_env: Dict[str, str], qname: str) -> None:
     r = cli(cli_env, "queue", "nope-%s" % qname)
     assert r.code == 1 and r.err == "queen-sync: error: queue 'nope-%s' not found\n" % qname
+
+
+def test_usage_errors_name_the_flag_and_the_missing_command(cli_env: Dict[str, str]) -> None:
+    r = cli(cli_env)  # argparse said "the following arguments are required: COMMAND, arguments"
+    assert r.code == 2 and "a COMMAND is needed, one of: push, pop" in r.err and "arguments" not in r.err.splitlines()[-1]
+    # the client's check named its own argument ("timeout_millis must be an int >= 0")
+    r = cli(cli_env, "pop", "q", "--wait-millis", "-1")
+    assert r.code == 2 and "argument --wait-millis: must be >= 0, got -1" in r.err, r.err
+    r = cli(cli_env, "consume", "q", "--group", "g", "--limit", "0")
+    assert r.code == 2 and "argument --limit: must be >= 1, got 0" in r.err, r.err
+    r = cli(cli_env, "--timeout-millis", "soon", "health")
+    assert r.code == 2 and "argument --timeout-millis: expected an integer, got 'soon'" in r.err, r.err

@@ -102,6 +102,7 @@ class _NotJson:
         lambda q: q.queue("ok").limit(0),
         lambda q: q.queue("ok").idle_millis(0),
         lambda q: q.queue("ok").concurrency(0),
+        lambda q: q.queue("ok").concurrency(1025),  # MAX_CONCURRENCY: not 1025 threads before the first pop
         lambda q: q.queue("ok").consume("not callable"),
         lambda q: q.ack({"transactionId": "t", "partitionId": "p"}, "maybe"),
         lambda q: q.ack({"partitionId": "p"}),

@@ -62,7 +62,7 @@ Logging goes to the ``queen_sync.consumer`` logger.
 from __future__ import annotations
 
 from ._calls import BuilderSettings
-from ._consumer import DEFAULT_DRAIN_TIMEOUT_MILLIS, DEFAULT_DRAIN_TIMEOUT_SECONDS, Consumer
+from ._consumer import DEFAULT_DRAIN_TIMEOUT_MILLIS, DEFAULT_DRAIN_TIMEOUT_SECONDS, MAX_CONCURRENCY, Consumer
 from ._fetching import POLL_CAP_MILLIS
 from ._leases import DEFAULT_RENEW_INTERVAL_MILLIS, MIN_RENEW_INTERVAL_MILLIS, MIN_RENEW_SECONDS, renew_interval
 from ._outage import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS
@@ -80,6 +80,7 @@ __all__ = [
     "renew_interval",
     "DEFAULT_DRAIN_TIMEOUT_MILLIS",
     "DEFAULT_DRAIN_TIMEOUT_SECONDS",
+    "MAX_CONCURRENCY",
     "POLL_CAP_MILLIS",
     "BACKOFF_BASE_SECONDS",
     "BACKOFF_CAP_SECONDS",

@@ -42,12 +42,15 @@ from ._stopping import STOP_GRACE_S, Supervisor
 if TYPE_CHECKING:  # pragma: no cover
     from .._session import Session
 
-__all__ = ["Consumer", "DEFAULT_DRAIN_TIMEOUT_MILLIS", "DEFAULT_DRAIN_TIMEOUT_SECONDS"]
+__all__ = ["Consumer", "DEFAULT_DRAIN_TIMEOUT_MILLIS", "DEFAULT_DRAIN_TIMEOUT_SECONDS", "MAX_CONCURRENCY"]
 
 #: Default drain timeout of a stop, in milliseconds.
 DEFAULT_DRAIN_TIMEOUT_MILLIS = 30000
 #: The same in seconds (deprecated: kept for one release with ``drain_timeout``).
 DEFAULT_DRAIN_TIMEOUT_SECONDS = DEFAULT_DRAIN_TIMEOUT_MILLIS / 1000.0
+#: The most ``concurrency(n)`` takes: each unit is a worker thread (and up to one fetcher);
+#: past this, a process starts thousands of threads before its first pop (use processes).
+MAX_CONCURRENCY = 1024
 
 
 class Consumer:
@@ -131,10 +134,10 @@ class Consumer:
         pool = broker.pool_maxsize()
         if pool is not None and pool < 2 and self._concurrency > 1:
             raise InvalidInputError(
-                "consume() with concurrency(%d) needs the client's pool_maxsize >= 2 (it is %d): a fetcher's "
-                "long poll holds a connection for up to %d ms while the workers' acks need another, and they "
-                "would keep waiting behind the polls; give the client pool_maxsize >= 2 x concurrency"
-                % (self._concurrency, pool, POLL_CAP_MILLIS)
+                "consume() with concurrency(%d) needs a client with pool_maxsize of at least 2 (it is %d): a "
+                "fetcher's long poll holds a connection for up to %d ms while the workers' acks need another; "
+                "%d (2 x concurrency) lets every poll and every ack have a connection of its own"
+                % (self._concurrency, pool, POLL_CAP_MILLIS, 2 * self._concurrency)
             )
         # fetchers: at most pool_maxsize - 1, so that their long polls never hold every
         # connection and leave none for the acks (the workers' own pops do the rest)
@@ -230,9 +233,11 @@ class Consumer:
 
     @property
     def result(self) -> ConsumeResult:
-        """A snapshot of the counters and the stop reason (``""`` while running)."""
+        """A snapshot of the counters and the stop reason (``""`` while running, ``"forked"``
+        in a process forked from the one running it)."""
         if self._forked():
-            return replace(self._st.stats)  # no lock: a parent thread may have held it at fork
+            # no lock: a parent thread may have held it at fork
+            return replace(self._st.stats, reason=self._st.stats.reason or "forked")
         with self._st.lock:
             return replace(self._st.stats)
 

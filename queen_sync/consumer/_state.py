@@ -84,7 +84,8 @@ class ConsumeResult:
             :meth:`Consumer.stop`), ``"signal"``, ``"interrupted"`` (KeyboardInterrupt),
             ``"closed"`` (client closed), ``"unreachable"`` (``idle_millis`` passed while the
             broker could not be reached: see :attr:`Consumer.error`) or ``"error"``; ``""``
-            while running.
+            while running; ``"forked"`` in a process forked from the one running the
+            consumer (the copy there has no threads; the consumer goes on in the parent).
     """
 
     handled: int = 0
