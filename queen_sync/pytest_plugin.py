@@ -7,7 +7,8 @@ Installed with the package and found by pytest through its ``pytest11`` entry po
     The broker under test, a :class:`QueenBroker`: an embedded broker
     (:class:`queen_sync.testing.EmbeddedBroker`) started once per test session, or the
     broker at ``--queen-url URL`` / ``QUEEN_URL`` (comma-separated for several; a token
-    from ``QUEEN_BEARER_TOKEN``) when one is given.
+    from ``QUEEN_BEARER_TOKEN``) when one is given. That real broker is checked once, when
+    the fixture is first needed (see "A broker that does not answer" below).
 ``queen``
     A :class:`queen_sync.Queen` client on that broker, closed after the test. The test fails
     (at teardown) if a consumer or stream runner of that client is still running at its end
@@ -21,6 +22,35 @@ Installed with the package and found by pytest through its ``pytest11`` entry po
     ``clear()``; see :mod:`queen_sync.testing`), cleared before and after the test. The
     test is skipped against a real broker.
 
+The header of the run names the broker the fixtures use, ``queen_sync: embedded broker`` or
+``queen_sync: broker at URL (from --queen-url)`` / ``(from QUEEN_URL)``, so that a stale
+``QUEEN_URL`` shows; user info and query of the URL are masked (``***``).
+
+A broker that does not answer
+    The first time a fixture needs a real broker, the plugin sends it one ``GET /health``
+    (no retry; :data:`PROBE_TIMEOUT_MILLIS` to connect and to read, per URL). When no broker
+    answers (connection refused, a timeout, a reply that is not a Queen broker's, a 5xx
+    that is not its health report, as a proxy with no broker behind it sends) or the URL is
+    not one the client accepts, every test that needs the broker errors at its setup with
+    one message that names the URL (masked as in the header), where it came from and the
+    client's error, instead of each test waiting out the client's push retry budget (15 s
+    by default) and each teardown logging that its queue could not be deleted. pytest
+    keeps the error of the session-scoped ``queen_broker``, so the check runs once per
+    session. A broker that answers passes, also when it reports itself unhealthy or
+    refuses the call (401 / 403 / 404: the tests then fail on their own at once, 4xx
+    replies are not retried).
+
+    Why an error and not a skip or a usage error: as with pytest-postgresql and
+    pytest-redis, whose fixtures let an unreachable server surface as errors of the tests
+    that need it, a broker URL that does not answer is a misconfiguration to fix, and a
+    skip would let a CI run against a stale ``QUEEN_URL`` pass green. ``pytest.UsageError``
+    is for command-line mistakes found at startup; it would stop the whole session,
+    including the tests that never touch a broker, and make every session pay for the
+    check (it is lazy: a session that uses no fixture of the plugin sends nothing). The
+    report is a pytest outcome (``pytest.fail(pytrace=False)``, as the "left running" check
+    of ``queen``), not a raised QueenError, so it reads as one line instead of a traceback;
+    the client's QueenError it reports is quoted in it.
+
 The plugin is loaded by every pytest run of an environment where queen_sync is installed;
 importing it costs that run the import of queen_sync (urllib3, orjson) and nothing else: no
 broker starts and no client is made unless a fixture is used.
@@ -32,11 +62,19 @@ import logging
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING, Iterator, List, Optional
+from typing import TYPE_CHECKING, Iterator, List, NamedTuple, Optional
 
 import pytest
 
-from queen_sync import Queen, QueenError, RunningConsumer
+from queen_sync import (
+    BrokerError,
+    InvalidInputError,
+    ProtocolError,
+    Queen,
+    QueenConnectionError,
+    QueenError,
+    RunningConsumer,
+)
 from queen_sync._validate import redact_url
 from queen_sync.testing import EmbeddedBroker
 
@@ -54,6 +92,10 @@ CONSUMER_GRACE_SECONDS = 2.0
 
 #: How often the ``queen`` fixture looks again during that grace, in seconds.
 _GRACE_POLL_SECONDS = 0.02
+
+#: Connect and read timeout, in milliseconds, of the one ``GET /health`` that checks a real
+#: broker answers before the first test that needs it (per URL; no retry).
+PROBE_TIMEOUT_MILLIS = 3000
 
 
 class QueenBroker:
@@ -100,23 +142,74 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _target_urls(config: pytest.Config) -> List[str]:
-    raw = config.getoption("queen_url", default=None) or os.environ.get("QUEEN_URL", "")
-    return [u.strip().rstrip("/") for u in str(raw).split(",") if u.strip()]
+class _Target(NamedTuple):
+    """The real broker the run was given: its URLs (empty: the embedded broker) and where
+    they came from (``"--queen-url"`` or ``"QUEEN_URL"``)."""
+
+    urls: List[str]
+    source: str
+
+
+def _target(config: pytest.Config) -> _Target:
+    option = config.getoption("queen_url", default=None)
+    raw, source = (option, "--queen-url") if option else (os.environ.get("QUEEN_URL", ""), "QUEEN_URL")
+    return _Target([u.strip().rstrip("/") for u in str(raw).split(",") if u.strip()], source)
+
+
+def _shown(urls: List[str]) -> str:
+    """``urls`` fit for the header or a test report (user info and query masked)."""
+    return ", ".join(map(redact_url, urls))
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    urls = _target_urls(config)
-    return "queen_sync broker: %s" % (", ".join(map(redact_url, urls)) if urls else "embedded broker")
+    target = _target(config)
+    if not target.urls:
+        return "queen_sync: embedded broker"
+    return "queen_sync: broker at %s (from %s)" % (_shown(target.urls), target.source)
+
+
+def _no_answer(broker: QueenBroker) -> Optional[str]:
+    """Why ``broker`` cannot serve the tests (the middle of the report of
+    :func:`_require_answer`: the client's error, then what to do), or None when a Queen
+    broker answers its ``GET /health`` within :data:`PROBE_TIMEOUT_MILLIS` (each URL tried
+    once). Only the client's own errors (QueenError) are read; anything else propagates."""
+    try:
+        with broker.client(
+            retry_attempts=1, timeout_millis=PROBE_TIMEOUT_MILLIS, connect_timeout_millis=PROBE_TIMEOUT_MILLIS
+        ) as q:
+            q.admin.health()  # an unhealthy broker's 503 report is returned, not raised
+    except InvalidInputError as exc:
+        return "is not a broker URL the client accepts (%s); fix or unset" % exc
+    except (QueenConnectionError, ProtocolError) as exc:
+        return "does not answer as a Queen broker (%s); start the broker, or fix or unset" % exc
+    except BrokerError as exc:
+        if exc.status is not None and exc.status >= 500:  # a proxy with no broker behind it
+            return "does not answer as a Queen broker (%s); start the broker, or fix or unset" % exc
+        log.debug("the broker at %s answered GET /health with a refusal: %s", _shown(broker.urls), exc)
+    return None
+
+
+def _require_answer(broker: QueenBroker, source: str) -> None:
+    """Fail the requesting test's setup (``pytest.fail``) unless ``broker`` answers (see the
+    module docstring, "A broker that does not answer")."""
+    problem = _no_answer(broker)
+    if problem is not None:
+        pytest.fail(
+            "queen_sync: %s (from %s) %s %s (without --queen-url / QUEEN_URL the fixtures run an "
+            "embedded broker)" % (_shown(broker.urls), source, problem, source),
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
 def queen_broker(pytestconfig: pytest.Config) -> Iterator[QueenBroker]:
-    """The broker under test: ``--queen-url`` / ``QUEEN_URL``, or an embedded broker started
-    for the whole session (see :class:`QueenBroker`)."""
-    urls = _target_urls(pytestconfig)
-    if urls:
-        yield QueenBroker(urls, os.environ.get("QUEEN_BEARER_TOKEN") or None, None)
+    """The broker under test: ``--queen-url`` / ``QUEEN_URL``, checked once to answer, or an
+    embedded broker started for the whole session (see :class:`QueenBroker`)."""
+    target = _target(pytestconfig)
+    if target.urls:
+        real = QueenBroker(target.urls, os.environ.get("QUEEN_BEARER_TOKEN") or None, None)
+        _require_answer(real, target.source)
+        yield real
         return
     with EmbeddedBroker() as broker:
         yield QueenBroker([broker.url], None, broker)

@@ -178,5 +178,5 @@ def test_the_pytest_plugin_header_does_not_print_url_credentials(pytester: pytes
     pytester.makepyfile("def test_nothing():\n    pass\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     out = "\n".join(result.outlines + result.errlines)
-    assert "queen_sync broker: http://***@127.0.0.1:1?***" in out, out
+    assert "queen_sync: broker at http://***@127.0.0.1:1?*** (from QUEEN_URL)" in out, out
     assert "hunter2" not in out

@@ -3,11 +3,14 @@ and its fixtures' promises, checked on inner pytest runs (``pytester``)."""
 
 from __future__ import annotations
 
+import socket
 from importlib import metadata
+from typing import Any, Iterator, List
 
 import pytest
 
 import queen_sync.pytest_plugin
+import queen_sync.transport._transport
 from queen_sync import Queen, RouteNotFoundError, BrokerError
 
 
@@ -68,7 +71,7 @@ def test_faults_are_cleared_and_the_header_names_the_broker(pytester: pytest.Pyt
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["queen_sync broker: embedded broker"])
+    result.stdout.fnmatch_lines(["queen_sync: embedded broker"])
 
 
 def test_queen_url_option_queue_cleanup_and_faults_skip(pytester: pytest.Pytester, broker_url: str,
@@ -88,8 +91,120 @@ def test_queen_url_option_queue_cleanup_and_faults_skip(pytester: pytest.Pyteste
     )
     result = pytester.runpytest("-p", "no:cacheprovider", "-rs", "--queen-url", broker_url + "/")
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["queen_sync broker: %s" % broker_url, "*queen_faults needs the embedded broker*"])
+    result.stdout.fnmatch_lines(["queen_sync: broker at %s (from --queen-url)" % broker_url,
+                                 "*queen_faults needs the embedded broker*"])
     name = names.read_text()
     assert name.startswith("test-")
     with pytest.raises((RouteNotFoundError, BrokerError)):  # deleted after the inner test
         client.admin.get_queue(name)
+
+
+# --- a real broker that does not answer: one check per session, every test errors at once ---
+
+_USES_THE_BROKER = """
+def test_push(queen, queen_queue):
+    queen.queue(queen_queue).push({"data": 1})
+
+def test_client(queen):
+    pass
+
+def test_broker(queen_broker):
+    pass
+
+def test_no_fixture():
+    pass
+"""
+
+
+@pytest.fixture
+def refused_url() -> Iterator[str]:
+    """``http://127.0.0.1:<port>`` of a port bound and not listening: a connection to it is
+    refused (and no other process can take the port during the test)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield "http://127.0.0.1:%d" % s.getsockname()[1]
+
+
+@pytest.fixture
+def attempts(monkeypatch: pytest.MonkeyPatch) -> List[str]:
+    """The HTTP attempts of every client of the inner (in-process) pytest run, as ``"METHOD path"``."""
+    sent: List[str] = []
+    real = queen_sync.transport._transport.send_once
+
+    def counting(pool: Any, prefix: str, maxsize: int, base: str, method: str, path: str, *rest: Any) -> Any:
+        sent.append("%s %s" % (method, path))
+        return real(pool, prefix, maxsize, base, method, path, *rest)
+
+    monkeypatch.setattr(queen_sync.transport._transport, "send_once", counting)
+    monkeypatch.delenv("QUEEN_BEARER_TOKEN", raising=False)
+    return sent
+
+
+def test_a_refused_broker_url_errors_every_test_with_one_check(pytester: pytest.Pytester, refused_url: str,
+                                                               attempts: List[str]) -> None:
+    pytester.makepyfile(_USES_THE_BROKER)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--queen-url", refused_url + "/")
+    result.assert_outcomes(passed=1, errors=3)
+    message = (
+        "queen_sync: %s (from --queen-url) does not answer as a Queen broker (cannot connect to the Queen broker "
+        "at %s: *Connection refused); start the broker, or fix or unset --queen-url (without --queen-url / "
+        "QUEEN_URL the fixtures run an embedded broker)" % (refused_url, refused_url)
+    )
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_push*", message,
+                                 "*ERROR at setup of test_client*", message,
+                                 "*ERROR at setup of test_broker*", message])
+    assert attempts == ["GET /health"]  # one attempt for the session: no push was retried, no queue deleted
+    assert "could not delete test queue" not in result.stdout.str()
+
+
+def test_a_session_without_the_fixtures_never_checks_the_broker(pytester: pytest.Pytester, refused_url: str,
+                                                                attempts: List[str]) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--queen-url", refused_url)
+    result.assert_outcomes(passed=1)
+    assert attempts == []
+
+
+def test_an_unusable_queen_url_errors_every_test_naming_it_masked(pytester: pytest.Pytester,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 attempts: List[str]) -> None:
+    monkeypatch.setenv("QUEEN_URL", "http://alice:hunter2@127.0.0.1:1")
+    pytester.makepyfile(_USES_THE_BROKER)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=3)
+    assert result.stdout.str().count(
+        "queen_sync: http://***@127.0.0.1:1 (from QUEEN_URL) is not a broker URL the client accepts "
+        "(credentials in the broker URL are not supported; use bearer_token=); fix or unset QUEEN_URL") == 3
+    result.stdout.fnmatch_lines(["queen_sync: broker at http://***@127.0.0.1:1 (from QUEEN_URL)"])  # the header
+    assert "hunter2" not in result.stdout.str()
+    assert attempts == []
+
+
+@pytest.mark.parametrize(
+    "status, body, outcome",
+    [
+        (502, None, "errors"),  # a proxy with no broker behind it
+        (503, {"status": "unhealthy", "database": "disconnected"}, "passed"),  # the broker answers: unhealthy
+        (401, None, "passed"),  # the broker answers, refusing: the tests report that on their own
+    ],
+)
+def test_what_the_health_check_counts_as_an_answer(pytester: pytest.Pytester, embedded_broker: Any,
+                                                  attempts: List[str], status: int, body: Any,
+                                                  outcome: str) -> None:
+    fault = embedded_broker.faults.add("GET", "/health", "status", status=status, body=body, times=None)
+    pytester.makepyfile(
+        """
+        def test_client(queen):
+            pass
+
+        def test_broker(queen_broker):
+            pass
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--queen-url", embedded_broker.url)
+    result.assert_outcomes(**{outcome: 2})
+    assert fault.hits == 1 and attempts == ["GET /health"]
+    if outcome == "errors":
+        assert result.stdout.str().count(
+            "queen_sync: %s (from --queen-url) does not answer as a Queen broker (" % embedded_broker.url) == 2
+        result.stdout.fnmatch_lines(["*HTTP 502*"])
