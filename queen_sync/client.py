@@ -385,9 +385,12 @@ class Queen:
 
     def get_buffer_stats(self) -> Dict[str, Any]:
         """Statistics of the push buffers: ``{activeBuffers, totalBufferedMessages (unsent),
-        oldestBufferAge (ms), flushesPerformed (batches sent), delivered, duplicates, failed,
+        oldestBufferAge, flushesPerformed (batches sent), delivered, duplicates, failed,
         retries, buffers: {"queue/partition": {...}}}`` (see
-        :meth:`queen_sync.producer.BufferManager.stats`)."""
+        :meth:`queen_sync.producer.BufferManager.stats`). ``oldestBufferAge`` (and each
+        buffer's ``oldest_age_millis``) is in **milliseconds**: the age of the oldest message
+        not yet delivered, since its push, whether waiting or in a batch in flight / being
+        resent (so it keeps growing while the broker is down); 0.0 when nothing is unsent."""
         return self._producer.stats()
 
     def get_transport_stats(self) -> Dict[str, Any]:

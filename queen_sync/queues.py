@@ -283,7 +283,8 @@ class QueueBuilder:
             InvalidInputError: a bad item (not a dict, an unknown key, both or neither of
                 ``data`` / ``payload``, a bad ``transactionId`` / ``traceId``; the message
                 names the item's index) or a payload that is not JSON-serialisable; nothing
-                is sent (or buffered).
+                is sent (or buffered). With :meth:`buffer`, also when this queue/partition's
+                buffer is open with other settings (see there).
             BrokerError: the broker refused the push, or an item came back ``failed``
                 (``.body`` holds the results).
             QueenConnectionError / QueenTimeoutError: the broker stayed unreachable, or its
@@ -320,7 +321,12 @@ class QueueBuilder:
         block_timeout_millis: int = 10000,
     ) -> "QueueBuilder":
         """Buffer this builder's pushes and send them in batches from a background thread
-        (one buffer per queue/partition; see :mod:`queen_sync.producer`).
+        (one buffer per queue/partition; see :mod:`queen_sync.producer`). The buffer is
+        opened by the first buffered push and keeps these settings until the client is
+        closed (:meth:`flush` does not reopen it): ``buffer()`` again with the same settings
+        pushes into the same buffer; other settings for a queue/partition whose buffer is
+        open raise :class:`InvalidInputError` (here, or at ``push()`` for a builder made
+        before that buffer opened) rather than being ignored.
 
         Args:
             message_count: send a batch at this many buffered messages; also the largest
@@ -345,11 +351,12 @@ class QueueBuilder:
         error text) and dropped, and the rest of the buffer goes on.
 
         Raises:
-            InvalidInputError: a bad option value.
+            InvalidInputError: a bad option value, or this queue/partition's buffer is open
+                with other settings (the message names both).
         """
-        return self._with(
-            _buffer=BufferOptions.of(message_count, time_millis, max_bytes, max_messages, block_timeout_millis)
-        )
+        options = BufferOptions.of(message_count, time_millis, max_bytes, max_messages, block_timeout_millis)
+        self._session.producer.check_options(self._name, self._partition, options)
+        return self._with(_buffer=options)
 
     def flush(self, timeout_millis: Optional[int] = None) -> int:
         """Send this queue/partition's buffered pushes now and wait until the broker confirmed

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
+import time
 import types
 import warnings
 from collections import Counter
@@ -132,20 +134,154 @@ def test_order_kept_when_batches_fail(embedded_broker: Any, q: Queen) -> None:
 
 
 def test_full_buffer_error_while_the_first_send_is_still_retrying_says_so(embedded_broker: Any) -> None:
-    # broker down, the first batch's send still within its retry budget: no error recorded
-    # yet, and the error said "last error: None"
+    # broker down, the batch's first send still inside the transport's own attempts (2 s
+    # backoff between them): the buffer has seen no failure yet. The error said "last error:
+    # None", then "no send has failed yet", though attempts were failing and being retried.
     embedded_broker.stop()
-    q = Queen(embedded_broker.url, push_retry_timeout_millis=60_000, backoff=ExponentialBackoff(200, 200))
+    q = Queen(embedded_broker.url, retry_attempts=3, backoff=ExponentialBackoff(2000, 2000))
     try:
         qb = q.queue("slow").buffer(10, 1, max_messages=10, block_timeout_millis=20)
         qb.push([{"data": i} for i in range(10)])
         wait_for(lambda: q.get_buffer_stats()["buffers"]["slow/Default"]["in_flight"] == 10, what="the send")
-        with pytest.raises(BufferFullError, match=r"no send has failed yet, 10 message\(s\) being sent now") as info:
+        with pytest.raises(BufferFullError, match=r"; a send of 10 message\(s\) in flight for \d+ ms, no outcome "
+                           r"of its first send yet \(a slow or unreachable broker: the transport makes up to "
+                           r"retry_attempts attempts") as info:
             qb.push({"data": 10})
-        assert "None" not in str(info.value)
+        text = str(info.value)
+        assert "None" not in text and "no send has failed" not in text and "\n" not in text
     finally:
         with pytest.warns(RuntimeWarning, match="10 buffered message"):
             assert q.close(timeout_millis=50) == 10
+
+
+def test_full_buffer_error_names_the_failed_sends_of_the_batch_in_flight(embedded_broker: Any) -> None:
+    # the broker refuses connections and the batch has been resent: the error says so, with
+    # this batch's failed sends and its last error, on one line and without payloads
+    embedded_broker.stop()
+    q = Queen(embedded_broker.url, retry_attempts=1, backoff=ExponentialBackoff(1, 2))
+    try:
+        qb = q.queue("resent").buffer(10, 1, max_messages=10, block_timeout_millis=20)
+        qb.push([{"data": "secret-%d" % i} for i in range(10)])
+        wait_for(lambda: q.get_buffer_stats()["retries"] >= 2, what="two failed sends")
+        with pytest.raises(BufferFullError) as info:
+            qb.push({"data": 10})
+        text = str(info.value)
+        m = re.search(r"; a send of 10 message\(s\) in flight for (\d+) ms, resent after (\d+) failed send\(s\), "
+                      r"last error: (.+)$", text)
+        assert m, text
+        assert int(m.group(2)) >= 2 and m.group(3).strip()
+        last_error = " ".join(q.get_buffer_stats()["buffers"]["resent/Default"]["last_error"].split())
+        assert m.group(3) == last_error[:300] + ("..." if len(last_error) > 300 else "")
+        assert "\n" not in text and "secret-" not in text
+    finally:
+        with pytest.warns(RuntimeWarning, match="10 buffered message"):
+            assert q.close(timeout_millis=50) == 10
+
+
+def test_full_buffer_error_with_no_send_in_flight_says_so(embedded_broker: Any, q: Queen) -> None:
+    # a sender that has not taken the next batch (here: never started) leaves nothing in
+    # flight; the error said "no send has failed yet", which tells nothing
+    qb = q.queue("idle").buffer(2, 600000, max_messages=2, block_timeout_millis=0)
+    buf = q._producer.buffer_for("idle", None, qb._buffer)
+    buf._start_thread = lambda: None  # type: ignore[method-assign]
+    qb.push([{"data": 1}, {"data": 2}])
+    with pytest.raises(BufferFullError, match=r"after waiting 0 ms; no send in flight$"):
+        qb.push({"data": 3})
+    buf._s["last_error"] = "HTTP 503:\n  busy"
+    with pytest.raises(BufferFullError, match=r"; no send in flight, last error of an earlier send: HTTP 503: busy$"):
+        qb.push({"data": 3})
+    del buf._start_thread  # the sender starts: the flush delivers them
+    buf._start_thread()
+    assert q.flush_all_buffers(5000) == 0
+
+
+def test_oldest_age_counts_the_batch_in_flight_during_an_outage(embedded_broker: Any) -> None:
+    # broker down, the only message in a batch being resent: the age was 0.0 (only waiting
+    # messages counted), so an alert on oldestBufferAge never fired during an outage
+    embedded_broker.stop()
+    q = Queen(embedded_broker.url, retry_attempts=1, backoff=ExponentialBackoff(1, 2))
+    try:
+        before = time.monotonic()
+        q.queue("age").buffer(10, 1).push({"data": 1})
+        pushed = time.monotonic()
+        wait_for(lambda: q.get_buffer_stats()["retries"] >= 2, what="two failed sends")
+        observed = time.monotonic()
+        stats = q.get_buffer_stats()
+        after = time.monotonic()
+        st = stats["buffers"]["age/Default"]
+        assert (st["waiting"], st["in_flight"], st["unsent"]) == (0, 1, 1)
+        # the age runs from the push: at least the time since the push returned, at most since it began
+        assert (observed - pushed) * 1000.0 <= st["oldest_age_millis"] <= (after - before) * 1000.0
+        assert stats["oldestBufferAge"] == st["oldest_age_millis"] > 0.0
+        wait_for(lambda: q.get_buffer_stats()["buffers"]["age/Default"]["oldest_age_millis"] > st["oldest_age_millis"],
+                 what="the age growing while the batch is resent")
+        # a message waiting behind the batch in flight is younger: the age stays the batch's
+        q.queue("age").buffer(10, 1).push({"data": 2})
+        observed = time.monotonic()
+        st2 = q.get_buffer_stats()["buffers"]["age/Default"]
+        assert st2["waiting"] == 1 and st2["oldest_age_millis"] >= (observed - pushed) * 1000.0
+        embedded_broker.start()
+        assert q.flush_all_buffers(10000) == 0
+        stats = q.get_buffer_stats()
+        assert stats["oldestBufferAge"] == stats["buffers"]["age/Default"]["oldest_age_millis"] == 0.0
+    finally:
+        assert q.close(timeout_millis=2000) == 0
+
+
+def test_a_refused_batch_no_longer_counts_in_the_oldest_age(embedded_broker: Any, q: Queen) -> None:
+    embedded_broker.faults.add("POST", "/api/v1/push", "status", status=400, times=1)
+    qb = q.queue("refused-age").buffer(10, 600000)
+    qb.push({"data": 1})
+    assert qb.flush(5000) == 1  # given up as failed: not undelivered-and-pending any more
+    st = q.get_buffer_stats()
+    assert st["failed"] == 1 and st["totalBufferedMessages"] == 0 and st["oldestBufferAge"] == 0.0
+
+
+def test_buffer_with_other_settings_on_an_open_buffer_is_refused(embedded_broker: Any, q: Queen) -> None:
+    # one buffer per queue/partition: other settings were silently ignored (a log line)
+    first = q.queue("cfg").partition("p").buffer(10, 600000)
+    first.push({"data": 1})
+    with pytest.raises(InvalidInputError) as info:
+        q.queue("cfg").partition("p").buffer(3, 5000)
+    text = str(info.value)
+    assert text.startswith("the push buffer of cfg/p is already open with other settings (message_count=10, "
+                           "time_millis=600000, max_bytes=1048576, max_messages=10000, block_timeout_millis=10000; "
+                           "asked for message_count=3, time_millis=5000, max_bytes=1048576, max_messages=10000, "
+                           "block_timeout_millis=10000; they differ in message_count, time_millis)"), text
+    assert "call buffer() with the open buffer's settings" in text and "\n" not in text
+    with pytest.raises(InvalidInputError, match="differ in block_timeout_millis"):
+        q.queue("cfg").partition("p").buffer(10, 600000, block_timeout_millis=5)
+    # the same settings, in any spelling, keep pushing into the open buffer
+    again = q.queue("cfg").partition("p").buffer({"message_count": 10, "time_millis": 600000})
+    again.push({"data": 2})
+    q.queue("cfg").partition("p").buffer(10, 600000, max_messages=10000).push({"data": 3})
+    # another partition, or the same one after a flush, is its own matter
+    q.queue("cfg").partition("other").buffer(3, 5000).push({"data": "o"})
+    assert first.flush(5000) == 0
+    with pytest.raises(InvalidInputError, match="already open"):
+        q.queue("cfg").partition("p").buffer(3, 5000)  # flush() keeps the buffer (and its settings)
+    st = q.get_buffer_stats()
+    assert st["activeBuffers"] == 2
+    assert st["buffers"]["cfg/p"]["options"]["message_count"] == 10 and st["buffers"]["cfg/p"]["pushed"] == 3
+    assert q.flush_all_buffers(5000) == 0
+    assert sorted(map(str, data_of(embedded_broker, "cfg"))) == ["1", "2", "3", "o"]
+
+
+def test_push_from_a_builder_made_before_the_buffer_opened_with_other_settings_is_refused(
+        embedded_broker: Any, q: Queen) -> None:
+    # both builders made while no buffer was open: the second one's push used to go into the
+    # first one's buffer, with the first one's settings
+    slow = q.queue("early").buffer(10, 600000)
+    fast = q.queue("early").buffer(3, 5000)
+    slow.push({"data": 1})
+    with pytest.raises(InvalidInputError, match=r"^the push buffer of early/Default is already open with other "
+                       r"settings \(message_count=10, time_millis=600000, .*; asked for message_count=3, "
+                       r"time_millis=5000, "):
+        fast.push({"data": 2})
+    st = q.get_buffer_stats()["buffers"]["early/Default"]
+    assert st["pushed"] == 1 and st["unsent"] == 1  # nothing of the refused push was buffered
+    assert slow.flush(5000) == 0
+    assert data_of(embedded_broker, "early") == [1]
 
 
 def test_full_buffer_raises_then_close_reports_unsent(embedded_broker: Any, caplog: pytest.LogCaptureFixture) -> None:

@@ -36,6 +36,13 @@ _TRANSIENT_4XX = (408, 429)
 _MAX_LOGGED_ERROR = 300
 
 
+def _one_line(text: str) -> str:
+    """``text`` on one line (whitespace runs collapsed), cut to ``_MAX_LOGGED_ERROR`` characters:
+    an error text in a :class:`BufferFullError` (a 5xx page may span many lines)."""
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_LOGGED_ERROR else text[:_MAX_LOGGED_ERROR] + "..."
+
+
 def _is_permanent_refusal(exc: BaseException) -> bool:
     """True for a reply the broker will give again for the same body: a 4xx other than 408 / 429."""
     status = getattr(exc, "status", None)
@@ -101,6 +108,12 @@ class PushBuffer:
         self._waiting = 0  # messages in _frags
         self._waiting_bytes = 0
         self._in_flight = 0  # messages of the batch being sent
+        # enqueue time (monotonic s) of the oldest message of the batch taken for sending, until
+        # it is delivered or given up (kept when the sender stops: the batch stays unsent)
+        self._batch_oldest: Optional[float] = None
+        self._batch_started = 0.0  # when the batch in flight was taken (monotonic s)
+        self._batch_failures = 0  # failed sends of the batch in flight (and failed-item rounds)
+        self._batch_error: Optional[str] = None  # the last of those failures' errors
         self._enqueued = 0  # messages ever accepted (sequence)
         self._taken = 0  # messages ever taken into a batch
         self._done = 0  # messages ever delivered (queued / duplicate / buffered) or given up as failed
@@ -160,13 +173,7 @@ class PushBuffer:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         self._s["full_timeouts"] += 1
-                        if self._s["last_error"] is not None:
-                            why = "last error: %s" % self._s["last_error"]
-                        elif self._in_flight:  # e.g. a broker down, the first send within its retry budget
-                            why = ("no send has failed yet, %d message(s) being sent now (a slow or unreachable "
-                                   "broker: the send is retried within push_retry_timeout_millis)" % self._in_flight)
-                        else:
-                            why = "no send has failed yet"
+                        why = self._full_reason_locked()
                         raise BufferFullError(
                             "push buffer of %s is full (%d of %d messages unsent) after waiting %d ms; %s"
                             % (self._affinity, self._waiting + self._in_flight, limit, wait_ms, why)
@@ -193,6 +200,25 @@ class PushBuffer:
                 self._work.notify()
         finally:
             lock.release()
+
+    def _full_reason_locked(self) -> str:
+        """Why nothing got out, for :class:`BufferFullError`: one line, no payloads. The batch in
+        flight is named with how long its send has lasted and what this batch's failures were
+        (not an older batch's error: that one may have been delivered since)."""
+        if self._in_flight:
+            why = "a send of %d message(s) in flight for %.0f ms" % (
+                self._in_flight, (time.monotonic() - self._batch_started) * 1000.0)
+            if self._batch_error is not None:
+                return "%s, resent after %d failed send(s), last error: %s" % (
+                    why, self._batch_failures, _one_line(self._batch_error))
+            # e.g. a broker refusing connections: the transport's own attempts (retry_attempts,
+            # with backoff) fail inside this first send, and the buffer does not see them
+            return ("%s, no outcome of its first send yet (a slow or unreachable broker: the transport makes "
+                    "up to retry_attempts attempts, then the buffer resends the batch until delivered or "
+                    "closed)" % why)
+        if self._s["last_error"] is not None:
+            return "no send in flight, last error of an earlier send: %s" % _one_line(self._s["last_error"])
+        return "no send in flight"
 
     def _start_thread(self) -> None:
         _fork.warn_uwsgi_threads_off("the push buffer's background sender")
@@ -269,6 +295,7 @@ class PushBuffer:
         size = 0
         max_count = self.options.message_count
         max_bytes = self.options.max_bytes
+        oldest = self._frags[0][2] if self._frags else None  # FIFO: the batch's first is its oldest
         while self._frags:
             frag, c, _ = self._frags[0]
             if frags and (count + c > max_count or size + len(frag) > max_bytes):
@@ -281,6 +308,10 @@ class PushBuffer:
         self._waiting_bytes -= size
         self._in_flight = count
         self._taken += count
+        self._batch_oldest = oldest
+        self._batch_started = time.monotonic()
+        self._batch_failures = 0
+        self._batch_error = None
         return frags, count
 
     def _due_locked(self, now: float) -> Optional[float]:
@@ -317,6 +348,7 @@ class PushBuffer:
                 self._in_flight = 0
                 if delivered:
                     self._done += count
+                    self._batch_oldest = None
                 else:  # stopped: the batch stays counted as unsent
                     self._waiting += count
                     self._stop.set()
@@ -362,7 +394,8 @@ class PushBuffer:
                     return "refused", failures
                 with self._lock:
                     self._s["retries"] += 1
-                    self._s["last_error"] = str(exc)
+                    self._s["last_error"] = self._batch_error = str(exc)
+                    self._batch_failures += 1
                 delay = self._backoff.compute(failures)
                 failures += 1
                 if failures == 1:
@@ -379,7 +412,8 @@ class PushBuffer:
                 log.exception("unexpected error while sending a push batch to %s", self._affinity)
                 with self._lock:
                     self._s["retries"] += 1
-                    self._s["last_error"] = repr(exc)
+                    self._s["last_error"] = self._batch_error = repr(exc)
+                    self._batch_failures += 1
                 if self._stop.wait(self._backoff.compute(failures)):
                     return "stopped", failures
                 failures += 1
@@ -400,7 +434,8 @@ class PushBuffer:
                 item_rounds += 1
                 errors = sorted({str(results[i].get("error")) for i in failed if i < len(results)})
                 with self._lock:
-                    self._s["last_error"] = "; ".join(errors)
+                    self._s["last_error"] = self._batch_error = "; ".join(errors)
+                    self._batch_failures += 1
                 log.warning(
                     "%d of %d pushed items to %s failed (%s); resending the batch",
                     len(failed),
@@ -466,8 +501,16 @@ class PushBuffer:
             in permanently refused batches, or items the broker kept failing),
             batches, retries (failed batch sends), full_timeouts (BufferFullError raised),
             last_error (str or None), oldest_age_millis, closed, options}``.
+            ``oldest_age_millis``: how long, in **milliseconds**, the oldest message not yet
+            delivered has been in the buffer (since its push), whether it is waiting or in a
+            batch in flight (being sent or resent, e.g. during an outage); 0.0 when nothing is
+            unsent. Messages delivered or given up as ``failed`` no longer count.
         """
         with self._lock:
+            now = time.monotonic()
+            # the batch taken for sending holds older messages than any still waiting (FIFO)
+            oldest = self._batch_oldest if self._batch_oldest is not None else (
+                self._frags[0][2] if self._frags else None)
             out = dict(self._s)
             out.update(
                 queue=self.queue,
@@ -476,7 +519,7 @@ class PushBuffer:
                 waiting=self._waiting,
                 in_flight=self._in_flight,
                 pushed=self._enqueued,
-                oldest_age_millis=(time.monotonic() - self._frags[0][2]) * 1000.0 if self._frags else 0.0,
+                oldest_age_millis=0.0 if oldest is None else (now - oldest) * 1000.0,
                 closed=self._closed,
                 options=asdict(self.options),
             )

@@ -17,6 +17,7 @@ import sys
 import threading
 import warnings
 import weakref
+from dataclasses import asdict
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import _fork, codec
@@ -50,6 +51,26 @@ def _outside_stacklevel() -> int:
 
 def _no_id() -> str:
     return "-"
+
+
+def _settings(options: BufferOptions) -> str:
+    return ", ".join("%s=%s" % kv for kv in asdict(options).items())
+
+
+def _check_same_options(buf: PushBuffer, options: BufferOptions) -> None:
+    """Raise when ``options`` are not those of the open buffer ``buf``: one buffer per
+    ``(queue, partition)`` keeps the settings it was opened with, and other settings must
+    not be ignored silently."""
+    if buf.options == options:
+        return
+    theirs, mine = asdict(buf.options), asdict(options)
+    differ = ", ".join(k for k in mine if mine[k] != theirs[k])
+    raise InvalidInputError(
+        "the push buffer of %s is already open with other settings (%s; asked for %s; they differ in %s): "
+        "a buffer keeps its settings until the client is closed (flush() sends what it holds but keeps it "
+        "open), so call buffer() with the open buffer's settings, or push with other settings through "
+        "another Queen client" % (buf._affinity, _settings(buf.options), _settings(options), differ)
+    )
 
 
 _MANAGERS: "weakref.WeakSet[BufferManager]" = weakref.WeakSet()
@@ -135,9 +156,26 @@ class BufferManager:
         a buffered push is sent synchronously, as an unbuffered one (``queen_sync._fork``)."""
         return not _fork.uwsgi_prefork()
 
+    def check_options(self, queue: str, partition: Optional[str], options: BufferOptions) -> None:
+        """Check ``options`` against the open buffer of ``(queue, partition)``, if any
+        (``QueueBuilder.buffer()``, before anything is pushed).
+
+        Raises:
+            InvalidInputError: that buffer is open with other options (see :meth:`buffer_for`).
+        """
+        self._check_fork()
+        buf = self._buffers.get((queue, partition))
+        if buf is not None and not self._closed:  # a closed client raises ClientClosedError on push
+            _check_same_options(buf, options)
+
     def buffer_for(self, queue: str, partition: Optional[str], options: BufferOptions) -> PushBuffer:
-        """The buffer of ``(queue, partition)``, made with ``options`` on first use (later
-        different options are ignored, with a warning)."""
+        """The buffer of ``(queue, partition)``, made with ``options`` on first use.
+
+        Raises:
+            InvalidInputError: that buffer is open with other options: a buffer keeps the
+                options it was opened with until the client is closed.
+            ClientClosedError: the client is closed.
+        """
         self._check_fork()
         key = (queue, partition)
         buf = self._buffers.get(key)
@@ -149,10 +187,7 @@ class BufferManager:
                 if buf is None:
                     buf = PushBuffer(self._transport, queue, partition, options, self._backoff)
                     self._buffers[key] = buf
-        if buf.options != options:
-            log.warning(
-                "push buffer of %s/%s already exists with %s; ignoring %s", queue, partition or "Default", buf.options, options
-            )
+        _check_same_options(buf, options)
         return buf
 
     def push(
@@ -169,8 +204,9 @@ class BufferManager:
             (``"pending"``: held in this client's buffer, not sent yet).
 
         Raises:
-            InvalidInputError: a bad item or payload (nothing buffered), or more items than
-                the buffer's ``max_messages``.
+            InvalidInputError: a bad item or payload (nothing buffered), more items than
+                the buffer's ``max_messages``, or the buffer of ``(queue, partition)`` is open
+                with other options (nothing buffered).
             BufferFullError: no room within ``block_timeout_millis``.
             ClientClosedError: the client is closed.
         """
@@ -300,9 +336,12 @@ class BufferManager:
         """Statistics of every buffer.
 
         Returns:
-            ``{"activeBuffers", "totalBufferedMessages" (unsent), "oldestBufferAge" (ms),
+            ``{"activeBuffers", "totalBufferedMessages" (unsent), "oldestBufferAge",
             "flushesPerformed" (batches sent), "delivered", "duplicates", "failed",
             "retries", "buffers": {"queue/partition": PushBuffer.stats()}}``.
+            ``oldestBufferAge``: the largest ``oldest_age_millis`` of the buffers, in
+            **milliseconds**: how long the oldest message not yet delivered (waiting, or in a
+            batch in flight / being resent) has been buffered; 0.0 when nothing is unsent.
         """
         per = {"%s/%s" % (b.queue, b.partition or "Default"): b.stats() for b in self._snapshot()}
         return {
