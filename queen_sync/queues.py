@@ -324,9 +324,9 @@ class QueueBuilder:
         (one buffer per queue/partition; see :mod:`queen_sync.producer`). The buffer is
         opened by the first buffered push and keeps these settings until the client is
         closed (:meth:`flush` does not reopen it): ``buffer()`` again with the same settings
-        pushes into the same buffer; other settings for a queue/partition whose buffer is
-        open raise :class:`InvalidInputError` (here, or at ``push()`` for a builder made
-        before that buffer opened) rather than being ignored.
+        pushes into the same buffer; a ``push()`` with other settings for a queue/partition
+        whose buffer is open raises :class:`InvalidInputError` (nothing buffered) rather
+        than their being ignored.
 
         Args:
             message_count: send a batch at this many buffered messages; also the largest
@@ -351,12 +351,13 @@ class QueueBuilder:
         error text) and dropped, and the rest of the buffer goes on.
 
         Raises:
-            InvalidInputError: a bad option value, or this queue/partition's buffer is open
-                with other settings (the message names both).
+            InvalidInputError: a bad option value.
         """
-        options = BufferOptions.of(message_count, time_millis, max_bytes, max_messages, block_timeout_millis)
-        self._session.producer.check_options(self._name, self._partition, options)
-        return self._with(_buffer=options)
+        # other settings than an open buffer's are refused at push(), not here: a later
+        # .partition() may still pick another queue/partition
+        return self._with(
+            _buffer=BufferOptions.of(message_count, time_millis, max_bytes, max_messages, block_timeout_millis)
+        )
 
     def flush(self, timeout_millis: Optional[int] = None) -> int:
         """Send this queue/partition's buffered pushes now and wait until the broker confirmed

@@ -5,8 +5,8 @@ Each ``(queue, partition)`` gets one :class:`PushBuffer` with its own background
 
 - **One buffer, one set of options.** A buffer keeps the :class:`BufferOptions` it was
   opened with until the client is closed; other options for the same ``(queue,
-  partition)`` raise :class:`InvalidInputError` (at ``buffer()``, or at ``push()`` from a
-  builder made before the buffer opened), never silently ignored.
+  partition)`` raise :class:`InvalidInputError` at ``push()`` (nothing buffered), never
+  silently ignored.
 
 - **Validated at push time.** Items are turned into wire items and JSON-encoded when
   :meth:`PushBuffer.add` is called (``codec.encode_push_fragment``), so a bad ``traceId``

@@ -156,18 +156,6 @@ class BufferManager:
         a buffered push is sent synchronously, as an unbuffered one (``queen_sync._fork``)."""
         return not _fork.uwsgi_prefork()
 
-    def check_options(self, queue: str, partition: Optional[str], options: BufferOptions) -> None:
-        """Check ``options`` against the open buffer of ``(queue, partition)``, if any
-        (``QueueBuilder.buffer()``, before anything is pushed).
-
-        Raises:
-            InvalidInputError: that buffer is open with other options (see :meth:`buffer_for`).
-        """
-        self._check_fork()
-        buf = self._buffers.get((queue, partition))
-        if buf is not None and not self._closed:  # a closed client raises ClientClosedError on push
-            _check_same_options(buf, options)
-
     def buffer_for(self, queue: str, partition: Optional[str], options: BufferOptions) -> PushBuffer:
         """The buffer of ``(queue, partition)``, made with ``options`` on first use.
 
