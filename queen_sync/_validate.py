@@ -38,6 +38,7 @@ __all__ = [
     "validate_label",
     "validate_path_token",
     "redact_url",
+    "url_has_userinfo",
     "resolve_group",
     "group_from_context",
     "refuse_unleased",
@@ -275,11 +276,35 @@ def str_arg(name: str, value: Any) -> str:
     return value
 
 
+def _userinfo_split(url: str) -> Tuple[str, str, str]:
+    """``(scheme and //, user info, the rest from its "@")`` of ``url``; the user info is
+    ``""`` when there is none. The user info runs to the last ``@`` before the first ``/``
+    after ``//``, even past a ``?`` or ``#`` (a password may hold those unencoded), and an
+    ``@`` in the path is not one."""
+    head, sep, rest = url.partition("//")
+    if not sep:
+        head, rest = "", url
+    else:
+        head += sep
+    slash = rest.find("/")
+    at = rest.rfind("@", 0, len(rest) if slash < 0 else slash)
+    if at < 0:
+        return head, "", rest
+    return head, rest[:at], rest[at:]
+
+
+def url_has_userinfo(url: str) -> bool:
+    """True when ``url`` carries user info (``user[:password]@``; see :func:`redact_url`)."""
+    return _userinfo_split(url)[2].startswith("@")
+
+
 def redact_url(url: str) -> str:
     """``url`` fit for an error message or a log line: its user info and its query / fragment
     masked (``***``), since a URL refused or shown may carry a password or a token there."""
-    url = re.sub(r"([?#]).*", r"\1***", url, count=1, flags=re.S)
-    return re.sub(r"^((?:.*?//)?).*@", r"\1***@", url, count=1, flags=re.S)
+    head, userinfo, rest = _userinfo_split(url)
+    if rest.startswith("@"):
+        head += "***"
+    return head + re.sub(r"([?#]).*", r"\1***", rest, count=1, flags=re.S)
 
 
 def validate_name(kind: str, value: Any) -> str:

@@ -23,6 +23,7 @@ import threading
 from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import BrokerError, InvalidInputError, Queen, QueenError, __version__, codec_backend
+from ._validate import MAX_DURATION_MILLIS
 from .testing.__main__ import main as broker_main
 
 __all__ = ["main", "build_parser", "command_parser"]
@@ -62,7 +63,7 @@ def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
 
     g = p.add_argument_group("connection and output")
     g.add_argument("--url", default=d(None), help="broker URL(s), comma-separated (default: $QUEEN_URL)")
-    g.add_argument("--timeout-millis", type=_int_at_least(1), default=d(30000), metavar="MS", help="per-request timeout (ms)")
+    g.add_argument("--timeout-millis", type=_millis_at_least(1), default=d(30000), metavar="MS", help="per-request timeout (ms)")
     g.add_argument("--ca-certs", default=d(None), metavar="PEM", help="CA bundle for an https broker")
     g.add_argument("--cert-file", default=d(None), metavar="PEM", help="client certificate (mutual TLS)")
     g.add_argument("--key-file", default=d(None), metavar="PEM", help="client key, if not in --cert-file")
@@ -96,9 +97,9 @@ _COMMAND_EPILOG = {
 }
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type`` for an int option of at least ``minimum`` (its error names the
-    option, as the client's own check would name the client's argument instead)."""
+def _int_at_least(minimum: int, maximum: Optional[int] = None) -> Callable[[str], int]:
+    """An argparse ``type`` for an int option from ``minimum`` (to ``maximum``); its error
+    names the option, where the client's own check would name the client's argument."""
 
     def parse(text: str) -> int:
         try:
@@ -107,9 +108,16 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError("expected an integer, got %r" % (text,)) from None
         if value < minimum:
             raise argparse.ArgumentTypeError("must be >= %d, got %d" % (minimum, value))
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError("must be <= %d, got %d" % (maximum, value))
         return value
 
     return parse
+
+
+def _millis_at_least(minimum: int) -> Callable[[str], int]:
+    """:func:`_int_at_least` for a duration in milliseconds (at most the client's bound)."""
+    return _int_at_least(minimum, MAX_DURATION_MILLIS)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,14 +162,14 @@ def command_parser(name: str) -> argparse.ArgumentParser:
         p.add_argument("--partition", metavar="P")
         p.add_argument("--group", metavar="G", help="consumer group (default: queue mode)")
         p.add_argument("--batch", type=_int_at_least(1), default=1, metavar="N", help="at most N messages (default 1)")
-        p.add_argument("--wait-millis", type=_int_at_least(0), metavar="MS", help="long-poll up to MS ms for a message")
+        p.add_argument("--wait-millis", type=_millis_at_least(0), metavar="MS", help="long-poll up to MS ms for a message")
         p.add_argument("--ack", action="store_true", help="ack the popped messages (completed)")
     elif name == "consume":
         p.add_argument("queue")
         p.add_argument("--group", required=True, metavar="G", help="consumer group")
         p.add_argument("--partition", metavar="P")
         p.add_argument("--limit", type=_int_at_least(1), metavar="N", help="stop after N messages")
-        p.add_argument("--idle-millis", type=_int_at_least(1), metavar="MS", help="stop after MS ms without a message")
+        p.add_argument("--idle-millis", type=_millis_at_least(1), metavar="MS", help="stop after MS ms without a message")
         p.add_argument("--exec", dest="exec_cmd", metavar="CMD",
                        help="run CMD (with the shell) per message, the message JSON on its stdin: "
                        "exit status 0 acks, anything else nacks (default: print the message and ack)")

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from . import acks, groups, tracing
 from ._session import DEFAULT_ACK_TIMEOUT_MILLIS, Session
-from ._validate import bool_arg, int_arg, redact_url, timeout_arg
+from ._validate import bool_arg, int_arg, redact_url, timeout_arg, url_has_userinfo
 from .admin import Admin
 from .consumer import DEFAULT_RENEW_INTERVAL_MILLIS, BuilderSettings, Consumer, in_consumer_thread, stop_consumers_for_close
 from .errors import InvalidInputError
@@ -60,6 +60,9 @@ def _parse_urls(url: _UrlArg, urls: _UrlArg) -> List[str]:
         if not isinstance(u, str) or not u.strip():
             raise InvalidInputError("a broker URL must be a non-empty str, got %r" % (u,))
         u = u.strip()
+        if url_has_userinfo(u):  # before parsing: a parse error would quote part of the password
+            raise InvalidInputError(
+                "credentials in the broker URL are not supported (%r); use bearer_token=" % (redact_url(u),))
         try:
             parts = urlsplit(u)
             parts.port  # noqa: B018 - raises ValueError on a bad port

@@ -397,5 +397,7 @@ def test_usage_errors_name_the_flag_and_the_missing_command(cli_env: Dict[str, s
     assert r.code == 2 and "argument --wait-millis: must be >= 0, got -1" in r.err, r.err
     r = cli(cli_env, "consume", "q", "--group", "g", "--limit", "0")
     assert r.code == 2 and "argument --limit: must be >= 1, got 0" in r.err, r.err
+    r = cli(cli_env, "pop", "q", "--wait-millis", "99999999999999999999")  # the upper bound too
+    assert r.code == 2 and "argument --wait-millis: must be <= 31536000000" in r.err, r.err
     r = cli(cli_env, "--timeout-millis", "soon", "health")
     assert r.code == 2 and "argument --timeout-millis: expected an integer, got 'soon'" in r.err, r.err

@@ -164,9 +164,11 @@ def test_a_refused_broker_url_does_not_echo_its_credentials(url: str, monkeypatc
     assert "hunter2" not in str(exc_info.value)
 
 
-@pytest.mark.parametrize("url", ["http://local host:1", "http://a b/", "http://%zz:1"])
+@pytest.mark.parametrize("url", ["http://local host:1", "http://a b/", "http://%zz:1", "http://host..:1",
+                                 "http://.host", "http://%2e", "http://" + "a" * 64 + ".com"])
 def test_a_url_urllib3_cannot_parse_is_refused_at_construction(url: str) -> None:
-    # urllib.parse took these, then every call raised urllib3's LocationParseError (no QueenError)
+    # urllib.parse took these, then every call raised urllib3's LocationParseError (no QueenError),
+    # or, for a host with an empty or over-long label, a "connection broke" after the retry budget
     with pytest.raises(InvalidInputError, match="invalid broker URL"):
         Queen(url)
 
@@ -180,3 +182,28 @@ def test_the_pytest_plugin_header_does_not_print_url_credentials(pytester: pytes
     out = "\n".join(result.outlines + result.errlines)
     assert "queen_sync: broker at http://***@127.0.0.1:1?*** (from QUEEN_URL)" in out, out
     assert "hunter2" not in out
+
+
+@pytest.mark.parametrize("url", ["http://queen.internal:6632/prefix", "https://[fe80::1%25eth0]:6632", "http://localhost",
+                                 "http://host.:1", "http://b\u00fccher.de:1", "http://my_host:1", "http://[::1]:1"])
+def test_real_world_broker_urls_are_accepted(url: str) -> None:
+    Queen(url).close()
+
+
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("http://admin:hunter?2@h:1", "http://***@h:1"),  # a ? or # in the password: still user info
+        ("http://admin:hun#ter2@h:1/p", "http://***@h:1/p"),
+        ("http://127.0.0.1:1/hunter2@x", "http://127.0.0.1:1/hunter2@x"),  # an @ in the path is not
+        ("http://alice:hunter2@127.0.0.1:1?token=hunter2", "http://***@127.0.0.1:1?***"),
+    ],
+)
+def test_redact_url_finds_the_user_info_by_the_authority(url: str, shown: str) -> None:
+    from queen_sync._validate import redact_url
+
+    assert redact_url(url) == shown
+    if "***@" in shown:
+        with pytest.raises(InvalidInputError) as exc_info:
+            Queen(url)  # was "Port could not be cast to integer value as 'hunter'"
+        assert "hunter" not in str(exc_info.value) and "credentials" in str(exc_info.value)

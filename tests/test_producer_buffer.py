@@ -511,3 +511,16 @@ def test_buffer_lock_taken_without_blocking_is_still_exclusive() -> None:
     for t in threads:
         t.join()
     assert counter[0] == 4000
+
+
+def test_partition_default_and_no_partition_share_one_buffer(embedded_broker: Any, q: Queen) -> None:
+    # two buffers keyed None and "Default" sent to the same broker partition: 2 was stored
+    # before 1, other settings were not refused, and the stats key "o/Default" showed one of them
+    q.queue("o").buffer(100, 600000).push({"data": 1})
+    with pytest.raises(InvalidInputError, match="already open with other settings"):
+        q.queue("o").partition("Default").buffer(5, 600000).push({"data": "x"})
+    q.queue("o").partition("Default").buffer(100, 600000).push({"data": 2})
+    st = q.get_buffer_stats()
+    assert st["activeBuffers"] == 1 and st["totalBufferedMessages"] == 2
+    assert q.queue("o").partition("Default").flush(timeout_millis=5000) == 0  # flushes both pushes
+    assert data_of(embedded_broker, "o") == [1, 2]

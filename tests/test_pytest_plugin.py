@@ -174,7 +174,8 @@ def test_an_unusable_queen_url_errors_every_test_naming_it_masked(pytester: pyte
     result.assert_outcomes(passed=1, errors=3)
     assert result.stdout.str().count(
         "queen_sync: http://***@127.0.0.1:1 (from QUEEN_URL) is not a broker URL the client accepts "
-        "(credentials in the broker URL are not supported; use bearer_token=); fix or unset QUEEN_URL") == 3
+        "(credentials in the broker URL are not supported ('http://***@127.0.0.1:1'); use bearer_token=); "
+        "fix or unset QUEEN_URL") == 3
     result.stdout.fnmatch_lines(["queen_sync: broker at http://***@127.0.0.1:1 (from QUEEN_URL)"])  # the header
     assert "hunter2" not in result.stdout.str()
     assert attempts == []

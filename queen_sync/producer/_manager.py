@@ -73,6 +73,12 @@ def _check_same_options(buf: PushBuffer, options: BufferOptions) -> None:
     )
 
 
+def _partition_key(partition: Optional[str]) -> Optional[str]:
+    """The buffer key of a partition: ``"Default"`` is the broker's partition of a push
+    without one, so both share one buffer (two would reorder that partition's messages)."""
+    return None if partition == "Default" else partition
+
+
 _MANAGERS: "weakref.WeakSet[BufferManager]" = weakref.WeakSet()
 
 
@@ -165,6 +171,7 @@ class BufferManager:
             ClientClosedError: the client is closed.
         """
         self._check_fork()
+        partition = _partition_key(partition)
         key = (queue, partition)
         buf = self._buffers.get(key)
         if buf is None:
@@ -201,6 +208,7 @@ class BufferManager:
         self._check_fork()
         if self._closed:
             raise ClientClosedError("the Queen client is closed")
+        partition = _partition_key(partition)
         n = len(items)
         assert options.max_messages is not None  # BufferOptions.__post_init__ fills in the default
         if n > options.max_messages:
@@ -245,7 +253,7 @@ class BufferManager:
     def flush(self, queue: str, partition: Optional[str], timeout_millis: Optional[int] = None) -> int:
         """Flush the buffer of ``(queue, partition)`` (see :meth:`PushBuffer.flush`); 0 when it has none."""
         self._check_fork()
-        buf = self._buffers.get((queue, partition))
+        buf = self._buffers.get((queue, _partition_key(partition)))
         return 0 if buf is None else buf.flush(timeout_millis)
 
     def flush_all(self, timeout_millis: Optional[int] = None) -> int:

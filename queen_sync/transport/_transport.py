@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
+import ipaddress
 import itertools
 import logging
 import os
@@ -77,11 +78,25 @@ def _hash64(key: str) -> int:
 def _check_host(base: str) -> None:
     """Raise InvalidInputError when urllib3 cannot parse ``base`` (a host with a space or a
     bad percent escape passes ``urllib.parse`` but would fail every request with urllib3's
-    own ``LocationParseError``, outside the error tree)."""
+    own ``LocationParseError``, outside the error tree), or when its host name cannot be
+    looked up at all (an empty or over-long label, ``host..``: the socket layer's IDNA
+    encoding refuses it at every connect, after the whole retry budget)."""
     try:
-        urllib3.util.parse_url(base)
+        host = urllib3.util.parse_url(base).host or ""
     except urllib3.exceptions.LocationParseError as exc:
-        raise InvalidInputError("invalid broker URL %r: %s" % (redact_url(base), exc)) from None
+        raise InvalidInputError("invalid broker URL %r: %s" % (redact_url(base)[:300], str(exc)[:300])) from None
+    if host.startswith("["):
+        return  # an IPv6 literal: no name to encode
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    try:
+        host.encode("idna")
+    except UnicodeError as exc:
+        raise InvalidInputError("invalid broker URL %r: host %r: %s" % (
+            redact_url(base)[:300], host[:100], exc)) from None
 
 
 class Transport:
