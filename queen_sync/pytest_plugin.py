@@ -36,7 +36,7 @@ A broker that does not answer
     client's error, instead of each test waiting out the client's push retry budget (15 s
     by default) and each teardown logging that its queue could not be deleted. pytest
     keeps the error of the session-scoped ``queen_broker``, so the check runs once per
-    session. A broker that answers passes, also when it reports itself unhealthy or
+    session (with pytest-xdist, once per worker: each is a session). A broker that answers passes, also when it reports itself unhealthy or
     refuses the call (401 / 403 / 404: the tests then fail on their own at once, 4xx
     replies are not retried).
 
