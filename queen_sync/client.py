@@ -42,6 +42,12 @@ Message = Dict[str, Any]
 _UrlArg = Union[str, Sequence[str], None]
 
 
+def _shown(u: str) -> str:
+    """A broker URL as error messages show it: credentials masked, at most 300 characters."""
+    shown = redact_url(u)
+    return shown if len(shown) <= 300 else shown[:300] + "..."
+
+
 def _parse_urls(url: _UrlArg, urls: _UrlArg) -> List[str]:
     if url is not None and urls is not None:
         raise InvalidInputError("give either url or urls, not both")
@@ -60,20 +66,25 @@ def _parse_urls(url: _UrlArg, urls: _UrlArg) -> List[str]:
         if not isinstance(u, str) or not u.strip():
             raise InvalidInputError("a broker URL must be a non-empty str, got %r" % (u,))
         u = u.strip()
+        bad = next((c for c in u if c.isspace() or ord(c) < 32 or ord(c) == 127), None)
+        if bad is not None:
+            # urlsplit would drop a tab or newline without a word (http://h\nx became http://hx)
+            raise InvalidInputError("invalid broker URL %r: it contains %r (no whitespace or control "
+                                    "characters)" % (_shown(u), bad))
         if url_has_userinfo(u):  # before parsing: a parse error would quote part of the password
             raise InvalidInputError(
-                "credentials in the broker URL are not supported (%r); use bearer_token=" % (redact_url(u),))
+                "credentials in the broker URL are not supported (%r); use bearer_token=" % (_shown(u),))
         try:
             parts = urlsplit(u)
             parts.port  # noqa: B018 - raises ValueError on a bad port
         except ValueError as exc:
-            raise InvalidInputError("invalid broker URL %r: %s" % (redact_url(u), exc)) from None
+            raise InvalidInputError("invalid broker URL %r: %s" % (_shown(u), str(exc)[:300])) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InvalidInputError("a broker URL must look like http(s)://host[:port][/path prefix], got %r" % (redact_url(u),))
+            raise InvalidInputError("a broker URL must look like http(s)://host[:port][/path prefix], got %r" % (_shown(u),))
         if parts.username is not None or parts.password is not None:
             raise InvalidInputError("credentials in the broker URL are not supported; use bearer_token=")
         if parts.query or parts.fragment:
-            raise InvalidInputError("a broker URL must not have a query or fragment, got %r" % (redact_url(u),))
+            raise InvalidInputError("a broker URL must not have a query or fragment, got %r" % (_shown(u),))
         clean = "%s://%s%s" % (parts.scheme, parts.netloc, parts.path.rstrip("/"))
         if clean not in out:
             out.append(clean)

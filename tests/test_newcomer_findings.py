@@ -173,6 +173,21 @@ def test_a_url_urllib3_cannot_parse_is_refused_at_construction(url: str) -> None
         Queen(url)
 
 
+@pytest.mark.parametrize("url, char", [("http://h\nx:1", "\n"), ("http://h\tx:1/p", "\t"), ("http://h:1/a b", " "),
+                                       ("http://h:1/\x00", "\x00"), ("http://h:1/\x7f", "\x7f")])
+def test_a_url_with_whitespace_or_a_control_character_inside_is_refused_not_changed(url: str, char: str) -> None:
+    # urlsplit drops tabs and newlines without a word: http://h\nx became the broker http://hx
+    with pytest.raises(InvalidInputError, match="invalid broker URL") as exc_info:
+        Queen(url)
+    assert "it contains %r" % char in str(exc_info.value)
+
+
+def test_an_over_long_refused_url_is_shown_cut_short() -> None:
+    with pytest.raises(InvalidInputError) as exc_info:
+        Queen("http://" + "a" * 100000 + ":notaport")
+    assert len(str(exc_info.value)) < 1000 and "..." in str(exc_info.value)
+
+
 def test_the_pytest_plugin_header_does_not_print_url_credentials(pytester: pytest.Pytester,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # "queen_sync broker: http://alice:hunter2@..." went into every CI log

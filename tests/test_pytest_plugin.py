@@ -215,3 +215,13 @@ def test_what_the_health_check_counts_as_an_answer(pytester: pytest.Pytester, em
         assert _error_sections_starting(
             result, "queen_sync: %s (from --queen-url) does not answer as a Queen broker (" % embedded_broker.url) == 2
         result.stdout.fnmatch_lines(["*HTTP 502*"])
+
+
+def test_a_queen_url_that_names_no_broker_errors_rather_than_run_embedded(pytester: pytest.Pytester,
+                                                                         attempts: List[str]) -> None:
+    pytester.makepyfile(_USES_THE_BROKER)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--queen-url", " , ")
+    result.assert_outcomes(passed=1, errors=3)
+    result.stdout.fnmatch_lines(["queen_sync: broker at , (from --queen-url)"])
+    assert _error_sections_starting(result, "queen_sync: , (from --queen-url) is not a broker URL the client accepts") == 3
+    assert attempts == []
