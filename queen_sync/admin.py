@@ -80,6 +80,22 @@ def _opt_str(name: str, value: Any) -> Optional[str]:
     return None if value is None else _str_arg(name, value)
 
 
+#: The statuses a Queen 0.15 broker gives a stored message (``list_messages_v1``); a filter on
+#: any other value (``failed`` among them) can match nothing, so it is refused.
+MESSAGE_STATUSES = ("pending", "processing", "completed", "dead_letter")
+
+
+def _opt_status(value: Any) -> Optional[str]:
+    """An optional ``status`` filter: ``None`` stays ``None``, else one of :data:`MESSAGE_STATUSES`."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in MESSAGE_STATUSES:
+        raise InvalidInputError(
+            "status must be one of %s, got %r (a stored message is never in any other status)"
+            % (", ".join(MESSAGE_STATUSES), value))
+    return value
+
+
 def _opt_name(kind: str, value: Any) -> Optional[str]:
     """An optional queue / partition name: ``None`` stays ``None``, else :func:`validate_name`."""
     return None if value is None else validate_name(kind, value)
@@ -193,8 +209,11 @@ class Admin:
 
         Args:
             queue, partition, namespace, task: filters (``namespace`` is sent as ``ns``).
-            status: ``pending``, ``processing``, ``completed``, ``failed`` or ``dead_letter``.
-            from_, to: creation-time window (ISO-8601 or datetime).
+            status: ``pending``, ``processing``, ``completed`` or ``dead_letter`` (a message
+                whose delivery failed is ``pending`` again until it is dead-lettered).
+            from_, to: creation-time window (ISO-8601 or datetime); the broker's defaults are
+                the last hour (``from`` an hour ago, ``to`` now), so older messages are listed
+                only with an earlier ``from_``.
             limit: page size (>= 1, default 200); offset: rows to skip (>= 0).
 
         Returns:
@@ -202,6 +221,10 @@ class Admin:
             queuePath, queuePriority, createdAt, traceId, producerSub, leaseExpiresAt, status,
             queueStatus, busStatus: {consumedBy, totalGroups}}], mode: {type, busGroupsCount,
             hasQueueMode}}``.
+
+        Raises:
+            InvalidInputError: a bad name, an unknown ``status``, a bad timestamp, ``limit`` < 1
+                or ``offset`` < 0 (nothing sent).
 
         Wire: ``GET /api/v1/messages?queue=&partition=&ns=&task=&status=&from=&to=&limit=&offset=``.
         """
@@ -211,7 +234,7 @@ class Admin:
             partition=_opt_name("partition", partition),
             namespace=_opt_str("namespace", namespace),
             task=_opt_str("task", task),
-            status=_opt_str("status", status),
+            status=_opt_status(status),
             **_window(from_, to),
             **_page(limit, offset),
         )
