@@ -585,14 +585,16 @@ class Queen:
                 lease ids are de-duplicated in order (one pop shares one lease).
             seconds: new lease length in **seconds** (the broker default is 60; its
                 ``{"seconds": N}`` field, hence the unit), e.g. ``q.renew(msg, seconds=30)``
-                or ``msg.renew(30)``. The broker sets expiry to max(current expiry, now + seconds).
+                or ``msg.renew(30)``: an int from 1 to 2147483647 (the broker reads it as a
+                32-bit integer). The broker sets expiry to max(current expiry, now + seconds).
 
         Returns:
             the broker's result dict ``{index, leaseId, success, error, expiresAt}`` for a
             single target, or a list of them (one per distinct lease) for a list.
 
         Raises:
-            InvalidInputError: no lease id (e.g. a message popped with ``auto_ack(True)``).
+            InvalidInputError: no lease id (e.g. a message popped with ``auto_ack(True)``),
+                or ``seconds`` not an int of 1..2147483647; nothing is sent.
             LeaseError: the broker refused a renewal (``Lease not found``, ``Lease already
                 expired``); for a list, every lease is tried first. ``.body`` holds the results.
 
