@@ -546,7 +546,10 @@ class Queen:
                 ``auto_ack(True)`` (``leaseId`` empty: the broker acked it at the pop, and an
                 ack without its lease would be applied unchecked) (nothing sent).
             AckError: the broker refused one or more items (``.results``, ``.failed``); for
-                a list, every batch is still sent first.
+                a list, every batch is still sent first. A refusal with ``Invalid or expired
+                lease`` of a :class:`~queen_sync.Message` this client nacked (or released with
+                ``retry``) before says so in the error text: that released its pop's lease, so
+                ack the redelivered copy instead.
             BrokerError / QueenConnectionError: the call itself failed; for a list that
                 took more than one call, ``.applied`` holds the results of the calls
                 answered before (do not resend those acks).
