@@ -58,6 +58,7 @@ __all__ = list(_pycodec.__all__)
 
 QUEUE_MODE = "__QUEUE_MODE__"
 cdef Py_ssize_t MAX_TRANSACTION_ID_LENGTH = _pycodec.MAX_TRANSACTION_ID_LENGTH
+MAX_LEASE_SECONDS = _pycodec.MAX_LEASE_SECONDS
 
 #: ``error`` values of a pop reply that mean "nothing to deliver right now", not a failure.
 EMPTY_POP_ERRORS = frozenset({"no_available_partition", "partition_not_found", "lease_held"})
@@ -373,11 +374,14 @@ def encode_transaction(operations, nan_as_null=False):
 
 
 def encode_renew(seconds=None):
-    """Encode a ``POST /api/v1/lease/{leaseId}/extend`` body: ``{}`` or ``{"seconds": N}``."""
+    """Encode a ``POST /api/v1/lease/{leaseId}/extend`` body: ``{}`` or ``{"seconds": N}``.
+    ``N`` is 1 to ``MAX_LEASE_SECONDS`` (the broker's 32-bit integer), else InvalidInputError."""
     if seconds is None:
         return b"{}"
-    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
-        raise InvalidInputError("lease extension must be a positive int of seconds, got %r" % (seconds,))
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not 1 <= seconds <= MAX_LEASE_SECONDS:
+        raise InvalidInputError(
+            "lease extension must be an int of seconds >= 1 and <= %d, got %r" % (MAX_LEASE_SECONDS, seconds)
+        )
     return _encode({"seconds": seconds})
 
 

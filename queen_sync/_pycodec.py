@@ -60,6 +60,10 @@ QUEUE_MODE = "__QUEUE_MODE__"
 #: The longest ``transactionId`` the broker stores (a ``VARCHAR(255)`` column in Queen 0.15).
 MAX_TRANSACTION_ID_LENGTH = 255
 
+#: The most seconds a lease extension may ask for (2147483647, about 68 years): the broker
+#: reads ``seconds`` as a 32-bit signed integer, so a bigger value would not mean "longer".
+MAX_LEASE_SECONDS = 2**31 - 1
+
 #: ``error`` values of a pop reply that mean "nothing to deliver right now", not a failure.
 EMPTY_POP_ERRORS = frozenset({"no_available_partition", "partition_not_found", "lease_held"})
 
@@ -466,11 +470,14 @@ def encode_transaction(operations: Sequence[Mapping[str, Any]], nan_as_null: boo
 
 def encode_renew(seconds: Optional[int] = None) -> bytes:
     """Encode a ``POST /api/v1/lease/{leaseId}/extend`` body: ``{}`` or ``{"seconds": N}``
-    (never empty: the broker answers an empty body with 400)."""
+    (never empty: the broker answers an empty body with 400); ``N`` is 1 to
+    :data:`MAX_LEASE_SECONDS` (the broker's 32-bit integer), else InvalidInputError."""
     if seconds is None:
         return b"{}"
-    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
-        raise InvalidInputError("lease extension must be a positive int of seconds, got %r" % (seconds,))
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not 1 <= seconds <= MAX_LEASE_SECONDS:
+        raise InvalidInputError(
+            "lease extension must be an int of seconds >= 1 and <= %d, got %r" % (MAX_LEASE_SECONDS, seconds)
+        )
     return encode_json({"seconds": seconds})
 
 

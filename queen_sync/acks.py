@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from . import codec
 from ._validate import ack_context, refuse_unleased, resolve_group, validate_path_token
 from .errors import AckError, InvalidInputError, LeaseError, QueenError
-from .message import note_settled
+from .message import note_settled, settled_status
 from .wire import messages as wire_messages
 from .wire._base import Requester
 
@@ -95,7 +95,8 @@ def ack(
             note_settled(message, _settled_as(message, status, result))
         else:
             raise AckError(
-                "ack of %s refused by the broker: %s" % (message.get("transactionId"), result.get("error")),
+                "ack of %s refused by the broker: %s%s"
+                % (message.get("transactionId"), result.get("error"), _released_hint([(message, result)], "it")),
                 status=http_status,
                 error=result.get("error"),
                 body=[result],
@@ -144,9 +145,15 @@ def ack(
     final: List[Dict[str, Any]] = [r for r in out if r is not None]
     failed = [r for r in final if r.get("success") is not True]
     if failed:
+        released = [(messages[r["index"]], r) for r in failed]
         raise AckError(
-            "%d of %d acks refused by the broker: %s"
-            % (len(failed), len(final), ", ".join(sorted({str(r.get("error")) for r in failed}))),
+            "%d of %d acks refused by the broker: %s%s"
+            % (
+                len(failed),
+                len(final),
+                ", ".join(sorted({str(r.get("error")) for r in failed})),
+                _released_hint(released, None),
+            ),
             status=200,
             error=failed[0].get("error"),
             body=final,
@@ -293,6 +300,33 @@ def renew(
             body=results,
         )
     return results[0] if single else results
+
+
+#: The broker's refusal of an ack whose lease is no longer held (expired, or released).
+_LEASE_REFUSED = "Invalid or expired lease"
+#: How :func:`_released_hint` names the acks of this client that released a lease.
+_RELEASED_BY = {"failed": "nacked %s", "retry": "released %s (status retry)"}
+
+
+def _released_hint(refused: Sequence[Tuple[Any, Mapping[str, Any]]], pronoun: Optional[str]) -> str:
+    """The hint an ack error gets when the broker refused acks (``(message, result)`` pairs)
+    with ``Invalid or expired lease`` after this client had nacked (or released) those very
+    messages, as recorded on the :class:`~queen_sync.Message` objects (``""`` when there are
+    none): that released the lease of their pop, and the broker redelivers them.
+    ``pronoun`` names a single message (``"it"``); None names the messages by transaction id."""
+    by_verb: "OrderedDict[str, List[str]]" = OrderedDict()
+    for m, r in refused:
+        verb = _RELEASED_BY.get(settled_status(m) or "")
+        if verb is not None and r.get("error") == _LEASE_REFUSED:
+            by_verb.setdefault(verb, []).append(str(m.get("transactionId")))
+    if not by_verb:
+        return ""
+    done = "; ".join(verb % (pronoun or ", ".join(ids)) for verb, ids in by_verb.items())
+    its, acks, them, copies = ("its", "this ack comes", "it", "copy") if pronoun else ("their", "their acks come", "them", "copies")
+    return (
+        " (this client already %s: that released the lease of %s pop, so %s too late; the broker "
+        "redelivers %s: ack the redelivered %s)" % (done, its, acks, them, copies)
+    )
 
 
 def _status_of(message: Mapping[str, Any], status: Union[bool, str]) -> str:

@@ -248,8 +248,18 @@ class Admin:
         return wire_resources.message(self._requester, *_message_ids(partition_id, transaction_id))
 
     def delete_message(self, partition_id: str, transaction_id: str) -> Dict[str, Any]:
-        """Delete one stored message: ``{success: True, deleted: True, messageId,
-        transactionId, partitionId}``. Raises BrokerError ``Message not found``.
+        """Delete one stored message (ids validated URL-safe).
+
+        Returns:
+            the broker's reply ``{success: True, partitionId, transactionId, message:
+            "Message deleted successfully"}`` (the ids echoed; no message id, no count).
+
+        Raises:
+            BrokerError: the broker refused it: ``.error`` ``"Message not found"`` (its
+                ``{success: false, ..., message: "Message not found"}``), or a database error
+                (e.g. a partition id that is not a UUID). InvalidInputError: a bad id
+                (nothing sent).
+
         Wire: ``DELETE /api/v1/messages/{partitionId}/{transactionId}``."""
         return wire_resources.delete_message(self._requester, *_message_ids(partition_id, transaction_id))
 

@@ -546,7 +546,10 @@ class Queen:
                 ``auto_ack(True)`` (``leaseId`` empty: the broker acked it at the pop, and an
                 ack without its lease would be applied unchecked) (nothing sent).
             AckError: the broker refused one or more items (``.results``, ``.failed``); for
-                a list, every batch is still sent first.
+                a list, every batch is still sent first. A refusal with ``Invalid or expired
+                lease`` of a :class:`~queen_sync.Message` this client nacked (or released with
+                ``retry``) before says so in the error text: that released its pop's lease, so
+                ack the redelivered copy instead.
             BrokerError / QueenConnectionError: the call itself failed; for a list that
                 took more than one call, ``.applied`` holds the results of the calls
                 answered before (do not resend those acks).
@@ -585,14 +588,16 @@ class Queen:
                 lease ids are de-duplicated in order (one pop shares one lease).
             seconds: new lease length in **seconds** (the broker default is 60; its
                 ``{"seconds": N}`` field, hence the unit), e.g. ``q.renew(msg, seconds=30)``
-                or ``msg.renew(30)``. The broker sets expiry to max(current expiry, now + seconds).
+                or ``msg.renew(30)``: an int from 1 to 2147483647 (the broker reads it as a
+                32-bit integer). The broker sets expiry to max(current expiry, now + seconds).
 
         Returns:
             the broker's result dict ``{index, leaseId, success, error, expiresAt}`` for a
             single target, or a list of them (one per distinct lease) for a list.
 
         Raises:
-            InvalidInputError: no lease id (e.g. a message popped with ``auto_ack(True)``).
+            InvalidInputError: no lease id (e.g. a message popped with ``auto_ack(True)``),
+                or ``seconds`` not an int of 1..2147483647; nothing is sent.
             LeaseError: the broker refused a renewal (``Lease not found``, ``Lease already
                 expired``); for a list, every lease is tried first. ``.body`` holds the results.
 

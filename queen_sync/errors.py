@@ -170,11 +170,16 @@ class TransactionError(BrokerError):
     """The broker rejected a transaction; nothing of it was applied.
 
     Attributes:
-        result: the broker's full reply dict (``success: false``, ``error``, ``results``).
+        result: the broker's full reply dict (``success: false``, ``error``, ``results``);
+            None when the client sent nothing (below).
         maybe_committed: True when this rejection answers a *retried* commit whose earlier
             attempt may have been applied (its reply was lost) and the rejection is what such
             an earlier commit causes (its push ``transactionId`` s already exist, or its ack's
             lease is gone): the earlier attempt was most likely committed, treat it as done.
+            Also True, with nothing sent, when the client refused to resend such a commit
+            because a copy could be applied twice (no push, a ``failed`` / ``dlq`` ack: the
+            message would be dead-lettered again); if the earlier attempt was not applied, the
+            message is redelivered once its lease expires.
             False otherwise (then nothing of the transaction was ever applied).
     """
 

@@ -116,7 +116,8 @@ class Message(Dict[str, Any]):
         (None: the broker default, 60); see :meth:`queen_sync.Queen.renew`.
 
         Returns ``{index, leaseId, success, error, expiresAt}``. Raises LeaseError (refused)
-        or InvalidInputError (no lease: popped with ``auto_ack(True)``).
+        or InvalidInputError (no lease: popped with ``auto_ack(True)``; ``seconds`` not an
+        int of 1..2147483647), nothing sent then.
         Wire: ``POST /api/v1/lease/{leaseId}/extend``.
         """
         return self._client().renew(self, seconds)

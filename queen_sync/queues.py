@@ -117,7 +117,8 @@ class QueueBuilder:
     def namespace(self, namespace: str) -> "QueueBuilder":
         """Namespace sent with :meth:`create` / :meth:`update_config` (a 0.15 broker has no
         namespace pops): a non-empty str of at most 255 characters (the broker's column;
-        any characters, it is sent in the JSON body).
+        any characters, it is sent in the JSON body). Without it :meth:`create` resets the
+        queue's namespace to ``""``; :meth:`update_config` keeps it.
 
         Raises:
             InvalidInputError: not a str, empty, or longer than 255 characters.
@@ -125,8 +126,8 @@ class QueueBuilder:
         return self._with(_namespace=validate_label("namespace", namespace))
 
     def task(self, task: str) -> "QueueBuilder":
-        """Task sent with :meth:`create` / :meth:`update_config`; the same rule as
-        :meth:`namespace`.
+        """Task sent with :meth:`create` / :meth:`update_config`; the same rules as
+        :meth:`namespace` (without it :meth:`create` resets the task to ``""``).
 
         Raises:
             InvalidInputError: not a str, empty, or longer than 255 characters.
@@ -155,7 +156,8 @@ class QueueBuilder:
         - ``max_wait_time_seconds``: messages older than this many **seconds** are deleted
           (not dead-lettered) [0 = never].
 
-        Merged with earlier ``config()`` calls. :meth:`create` resets every option not given;
+        Merged with earlier ``config()`` calls. :meth:`create` resets every option not given
+        (and the namespace / task, to ``""``, when not set on the builder);
         :meth:`update_config` changes only the given ones.
 
         Raises:
@@ -167,7 +169,11 @@ class QueueBuilder:
 
     def create(self) -> Dict[str, Any]:
         """Create or reconfigure the queue (an upsert: options not given are **reset** to the
-        broker defaults, which are sent explicitly).
+        broker defaults, which are sent explicitly). The namespace and task are reset too:
+        without :meth:`namespace` / :meth:`task` on this builder the key is not sent and the
+        broker sets it to ``""`` (also for a queue a push auto-created, whose namespace was
+        its name); keep them with ``namespace(...)`` / ``task(...)`` here, or use
+        :meth:`update_config`.
 
         Returns:
             the broker dict ``{configured: True, queue, queueId, partitionId, namespace, task,
@@ -177,7 +183,8 @@ class QueueBuilder:
             BrokerError: the broker answered with ``error`` / ``success: false``.
             ProtocolError: the reply is not a JSON object.
 
-        Wire: ``POST /api/v1/configure`` ``{queue, namespace?, task?, options}``.
+        Wire: ``POST /api/v1/configure`` ``{queue, namespace?, task?, options}`` (``namespace``
+        / ``task`` only when set on the builder).
         """
         options = dict(QUEUE_OPTION_DEFAULTS)
         options.update(self._config)

@@ -180,6 +180,14 @@ class TransactionBuilder:
         lease expires, so treating it as done loses nothing (at-least-once). Put the pushes
         before the acks (as in the example) to get the exact answer.
 
+        By the same rule a transaction with **no push** and a ``failed`` / ``dlq`` ack is
+        never resent after an attempt that may have been applied (a lost reply, a 5xx other
+        than 503, an unreadable 2xx): nothing would make the broker refuse the copy while the
+        pop's lease is still held, and it would dead-letter the message a second time. The
+        retry (``commit()`` again, or the next attempt of ``commit(retries=N)``) sends nothing
+        and raises :class:`TransactionError` with ``maybe_committed = True`` (``.result``
+        None; chained to the lost attempt's error under ``retries``).
+
         Args:
             retries: how many more times to send the same body after a failure whose
                 outcome is unknown or that the broker did not process (:class:`QueenConnectionError`
@@ -196,7 +204,9 @@ class TransactionBuilder:
                 a bad ``retries``, or the transaction was already committed or rejected.
             TransactionError: the broker rejected it (``.result`` is its reply). Nothing of
                 this attempt was applied; ``.maybe_committed`` says an earlier attempt whose
-                reply was lost most likely was (see above).
+                reply was lost most likely was (see above). Also raised, with
+                ``maybe_committed`` and nothing sent, instead of resending a transaction
+                without push that dead-letters (see above).
             QueenConnectionError / QueenTimeoutError: no reply (``.sent`` False: certainly
                 not applied); the outcome is unknown: call ``commit()`` again.
             QueenHTTPError: a non-2xx reply; after a 5xx or 429 ``commit()`` may be called
@@ -214,6 +224,9 @@ class TransactionBuilder:
             raise InvalidInputError("this transaction was rejected by the broker; build a new one")
         if self._body is None:
             self._body = codec.encode_transaction(self._ops, nan_as_null=self._session.nan_as_null)
+        refusal = self._resend_refusal()
+        if refusal is not None:
+            raise refusal
         failures = 0
         while True:
             try:
@@ -221,6 +234,9 @@ class TransactionBuilder:
             except (QueenConnectionError, QueenHTTPError) as exc:
                 if failures >= retries or not _tx_retryable(exc):
                     raise
+                refusal = self._resend_refusal()
+                if refusal is not None:
+                    raise refusal from exc
                 delay = self._session.backoff.compute(failures)
                 failures += 1
                 log.warning(
@@ -232,6 +248,29 @@ class TransactionBuilder:
                 )
                 if self._session.pause(delay):
                     raise ClientClosedError("the Queen client was closed while retrying a transaction commit") from exc
+
+    def _resend_refusal(self) -> Optional[TransactionError]:
+        """The error that replaces a resend which could apply the transaction twice, or None.
+
+        After an attempt that may have been applied, a transaction with no push and a
+        ``failed`` / ``dlq`` ack is not sent again: no duplicate push id would make the
+        broker refuse the copy, and its ack is still accepted while the pop's lease is held
+        (another message of the pop not acked yet), so the copy would dead-letter the message
+        a second time. It counts as committed then (``maybe_committed``, as a retry refused
+        for a gone lease): if the lost attempt was not applied, the message is redelivered
+        once its lease expires.
+        """
+        if not self._uncertain or not _resend_dead_letters(self._ops):
+            return None
+        self._outcome = "committed"
+        self._note_acked()
+        text = (
+            "transaction not resent: an earlier attempt may have been applied (its reply was lost) and it has no "
+            "push to tell, so a second copy of its failed / dlq ack would dead-letter the message again; treat "
+            "it as committed (if it was not, the message is redelivered when its lease expires)"
+        )
+        log.info("%s", text)
+        return TransactionError(text, maybe_committed=True)
 
     def _note_acked(self) -> None:
         """Mark the acked :class:`~queen_sync.Message` objects as settled: a consumer with
@@ -290,6 +329,14 @@ def _tx_retryable(exc: Exception) -> bool:
     if isinstance(exc, QueenHTTPError):
         return exc.status is not None and (exc.status >= 500 or exc.status == 429)
     return False
+
+
+def _resend_dead_letters(ops: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a second copy of ``ops`` could dead-letter a message twice: no push op (whose
+    duplicate ids would get the copy refused) and an ack with status ``failed`` / ``dlq``."""
+    if any(op.get("type") == "push" for op in ops):
+        return False
+    return any(op.get("type") == "ack" and op.get("status") in ("failed", "dlq") for op in ops)
 
 
 def _tx_maybe_applied(exc: Exception) -> bool:

@@ -42,6 +42,23 @@ def test_namespace_task(client: Queen, qname: str) -> None:
     assert res["namespace"] == "billing" and res["task"] == "invoices"
 
 
+def test_create_resets_the_namespace_and_task_not_given(client: Queen, qname: str) -> None:
+    # the broker's configure is a resetting upsert for these too: omitted means ""
+    client.queue(qname).namespace("billing").task("invoices").create()
+    res = client.queue(qname).namespace("billing").create()
+    assert (res["namespace"], res["task"]) == ("billing", "")
+    res = client.queue(qname).config({"lease_time": 30}).create()
+    assert (res["namespace"], res["task"]) == ("", "")
+    stored = client.admin.get_queue(qname)
+    assert (stored["namespace"], stored["task"]) == ("", "")
+
+
+def test_create_resets_the_namespace_a_push_gave(client: Queen, qname: str) -> None:
+    client.queue(qname).push({"data": 1})  # auto-created: namespace = the queue's name
+    assert client.admin.get_queue(qname)["namespace"] == qname
+    assert client.queue(qname).create()["namespace"] == ""
+
+
 @pytest.mark.parametrize(
     "opts",
     [{"lease": 5}, {"leaseTime": "60"}, {"retry_limit": -1}, {"dead_letter_queue": 1}, {"ttl": True}, {1: 2}],

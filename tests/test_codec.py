@@ -629,7 +629,8 @@ def test_encode_renew(backend: types.ModuleType) -> None:
     assert backend.encode_renew() == b"{}"
     assert backend.encode_renew(None) == b"{}"
     assert backend.encode_renew(30) == b'{"seconds":30}'
-    for bad in (0, -5, True, 1.5, "30", [30]):
+    assert backend.encode_renew(2**31 - 1) == b'{"seconds":2147483647}'
+    for bad in (0, -5, True, 1.5, "30", [30], 2**31, 2**64):
         with pytest.raises(InvalidInputError):
             backend.encode_renew(bad)
 

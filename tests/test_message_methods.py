@@ -135,3 +135,35 @@ def test_closed_client_refuses_msg_ack(broker_url: str, qname: str) -> None:
     q.close()
     with pytest.raises(ClientClosedError):
         m.ack()
+
+
+def test_ack_after_this_client_nacked_the_message_says_so(client: Queen, qname: str, unique_name: Any) -> None:
+    from queen_sync import AckError
+
+    group = unique_name("g")
+    client.queue(qname).config({"retry_limit": 3}).create()
+    client.queue(qname).partition("p").push([{"data": 1}, {"data": 2}])
+    b = client.queue(qname).partition("p").group(group)
+    first, second = b.batch(2).pop()
+    assert first.nack("bad")["leaseReleased"] is True
+    with pytest.raises(AckError) as single:
+        first.ack()
+    text = str(single.value)
+    assert "Invalid or expired lease" in text
+    assert text.endswith(
+        "(this client already nacked it: that released the lease of its pop, so this ack comes too late; "
+        "the broker redelivers it: ack the redelivered copy)"
+    )
+    with pytest.raises(AckError) as listed:
+        client.ack([first, second], True)
+    assert "(this client already nacked %s: that released the lease of their pop" % first["transactionId"] in str(
+        listed.value
+    )
+    # a message this client never nacked gets the broker's words only
+    with pytest.raises(AckError) as other:
+        second.ack()
+    assert "already nacked" not in str(other.value)
+    # the redelivered copy is the one to ack
+    again = b.batch(2).pop()
+    assert [m["transactionId"] for m in again] == [first["transactionId"], second["transactionId"]]
+    assert [r["success"] for r in client.ack(again, True)] == [True, True]

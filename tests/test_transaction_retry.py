@@ -220,3 +220,84 @@ def test_unsent_commit_can_be_retried() -> None:
                 tx.commit()
             assert ei.value.sent is False
         assert "outcome unknown" not in repr(tx)
+
+
+def _dlq_keys(broker: Any) -> List[Any]:
+    return [r["data"]["k"] for r in broker.dlq("src")]
+
+
+@pytest.mark.parametrize("status", ["failed", "dlq"])
+def test_lost_reply_of_a_dead_letter_only_transaction_is_not_resent(embedded_broker: Any, status: str) -> None:
+    # no push in it, so a resend could not be told from a first send: the lease of a
+    # 2-message pop is still held after the first copy dead-lettered k=0, so a second copy
+    # would dead-letter k=0 again. commit() refuses to resend and says maybe_committed.
+    with Queen(embedded_broker.url, backoff=NoBackoff()) as q:
+        msgs, _ = _setup(q, n=3, batch=2)
+        tx = q.transaction().ack(msgs[0], status, {"error": "bad"})
+        embedded_broker.faults.add("POST", TX, "drop_after", times=1)
+        with pytest.raises(QueenConnectionError):
+            tx.commit()
+        assert _dlq_keys(embedded_broker) == [0]  # the lost attempt landed
+        with pytest.raises(TransactionError) as ei:
+            tx.commit()
+        exc = ei.value
+        assert exc.maybe_committed is True
+        assert "not resent" in str(exc) and "dead-letter" in str(exc)
+        assert embedded_broker.request_count("POST", TX) == 1  # nothing sent again
+        assert _dlq_keys(embedded_broker) == [0]  # dead-lettered once
+        with pytest.raises(InvalidInputError, match="already committed"):
+            tx.commit()
+        # the acked message counts as settled (a consumer's auto-ack leaves it alone)
+        from queen_sync.message import settled_status
+
+        assert settled_status(msgs[0]) == status
+        q.ack(msgs[1], True)  # the pop's lease was neither released nor lost
+        assert _next_keys(q) == [2]
+
+
+def test_commit_retries_do_not_resend_a_dead_letter_only_transaction(embedded_broker: Any) -> None:
+    backoff = RecordingBackoff()
+    with Queen(embedded_broker.url, backoff=backoff) as q:
+        msgs, _ = _setup(q, n=4, batch=3)  # the lease outlives one ack (and a resent one)
+        tx = q.transaction().ack(msgs[0], "failed")
+        embedded_broker.faults.add("POST", TX, "drop_after", times=1)
+        with pytest.raises(TransactionError) as ei:
+            tx.commit(retries=3)
+        assert ei.value.maybe_committed is True
+        assert isinstance(ei.value.__cause__, QueenConnectionError)
+        assert embedded_broker.request_count("POST", TX) == 1
+        assert backoff.calls == []  # no resend was paced
+        assert _dlq_keys(embedded_broker) == [0]
+        q.ack(msgs[1:], True)
+        assert _next_keys(q) == [3]
+
+
+def test_dead_letter_only_transaction_resent_when_the_first_copy_surely_failed(embedded_broker: Any) -> None:
+    # a 503 or 429 reply says the broker processed nothing: the same body is sent again
+    with Queen(embedded_broker.url, retry_attempts=1, backoff=NoBackoff()) as q:
+        msgs, _ = _setup(q, n=3, batch=2)
+        tx = q.transaction().ack(msgs[0], "failed")
+        for status in (503, 429):
+            embedded_broker.faults.add("POST", TX, "status", status=status, times=1)
+            with pytest.raises(QueenHTTPError):
+                tx.commit()
+        assert tx.commit()["results"][0]["dlq"] is True
+        assert embedded_broker.request_count("POST", TX) == 3
+        assert _dlq_keys(embedded_broker) == [0]
+
+
+def test_unreadable_reply_of_a_dead_letter_only_transaction_is_not_resent(embedded_broker: Any) -> None:
+    from queen_sync import ProtocolError
+
+    with Queen(embedded_broker.url, backoff=NoBackoff()) as q:
+        msgs, _ = _setup(q, n=3, batch=2)
+        tx = q.transaction().ack(msgs[0], "dlq")
+        # a 200 the client cannot read: it may have been applied (here it was not)
+        embedded_broker.faults.add("POST", TX, "status", status=200, body=["garbled"], times=1)
+        with pytest.raises(ProtocolError):
+            tx.commit()
+        with pytest.raises(TransactionError) as ei:
+            tx.commit()
+        assert ei.value.maybe_committed is True
+        assert embedded_broker.request_count("POST", TX) == 1
+        assert _dlq_keys(embedded_broker) == []  # not resent: the lease's expiry redelivers k=0
