@@ -16,6 +16,7 @@ import argparse
 import copy
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -269,15 +270,22 @@ def _client(ns: argparse.Namespace) -> Queen:
     urls = [u for u in (ns.url or os.environ.get("QUEEN_URL", "")).split(",") if u.strip()]
     if not urls:
         raise CliError("no broker URL: pass --url or set QUEEN_URL")
-    return Queen(
-        urls=urls,
-        bearer_token=os.environ.get("QUEEN_BEARER_TOKEN") or None,
-        timeout_millis=ns.timeout_millis,
-        ca_certs=ns.ca_certs,
-        cert_file=ns.cert_file,
-        key_file=ns.key_file,
-        nan_as_null=getattr(ns, "nan_as_null", False),  # a push option only
-    )
+    try:
+        return Queen(
+            urls=urls,
+            bearer_token=os.environ.get("QUEEN_BEARER_TOKEN") or None,
+            timeout_millis=ns.timeout_millis,
+            ca_certs=ns.ca_certs,
+            cert_file=ns.cert_file,
+            key_file=ns.key_file,
+            nan_as_null=getattr(ns, "nan_as_null", False),  # a push option only
+        )
+    except InvalidInputError as exc:
+        text = str(exc)
+        if not text.endswith("use bearer_token="):
+            raise
+        # the client's hint names its argument; here the token comes from the environment only
+        raise InvalidInputError(text[: -len("bearer_token=")] + "QUEEN_BEARER_TOKEN for a token") from exc
 
 
 def _queue(q: Queen, ns: argparse.Namespace) -> Any:
@@ -286,13 +294,28 @@ def _queue(q: Queen, ns: argparse.Namespace) -> Any:
     return b.partition(ns.partition) if getattr(ns, "partition", None) is not None else b
 
 
+def _finite_float(text: str) -> float:
+    """``parse_float`` of the JSON reader: a number literal too large for a float (``1e400``)
+    is refused, where ``float()`` reads it as Infinity (refused as NaN / Infinity, or sent as
+    null with ``--nan-as-null``: a number the user wrote, silently gone)."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("number %s is out of range (a JSON number must fit in a double)" % text)
+    return value
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` with :func:`_finite_float` (``NaN`` / ``Infinity`` literals still read)."""
+    return json.loads(text, parse_float=_finite_float)
+
+
 def _json_values(lines: Iterator[str]) -> Iterator[tuple]:
     """``(line number, value)`` per non-blank line; CliError on a line that is not JSON."""
     for n, text in enumerate(lines, 1):
         if not text.strip():
             continue
         try:
-            yield n, json.loads(text)
+            yield n, _loads(text)
         except ValueError as exc:
             raise CliError("stdin line %d is not JSON: %s" % (n, exc)) from None
 
@@ -302,11 +325,13 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         raise CliError("--batch-size must be at least 1")
     target = _queue(q, ns)
 
-    def item(n: int, value: Any) -> Dict[str, Any]:
+    def item(n: Optional[int], value: Any) -> Dict[str, Any]:
+        """The push item of ``value``, read from stdin line ``n`` (None: the argument)."""
         if not ns.items:
             return {"data": value}
         if not isinstance(value, dict):
-            raise CliError("stdin line %d: with --items each value must be a JSON object" % n)
+            where = "the message" if n is None else "stdin line %d" % n
+            raise CliError("%s: with --items each value must be a JSON object" % where)
         return value
 
     def push(items: Any) -> Any:
@@ -320,10 +345,10 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 
     if ns.message != "-":
         try:
-            value = json.loads(ns.message)
+            value = _loads(ns.message)
         except ValueError as exc:
             raise CliError("the message is not JSON: %s" % exc) from None
-        out.rows(push(item(1, value)))
+        out.rows(push(item(None, value)))
         return 0
     progress = sys.stderr.isatty()
     pushed = 0

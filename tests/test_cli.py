@@ -401,3 +401,28 @@ def test_usage_errors_name_the_flag_and_the_missing_command(cli_env: Dict[str, s
     assert r.code == 2 and "argument --wait-millis: must be <= 31536000000" in r.err, r.err
     r = cli(cli_env, "--timeout-millis", "soon", "health")
     assert r.code == 2 and "argument --timeout-millis: expected an integer, got 'soon'" in r.err, r.err
+
+
+def test_push_items_argument_is_not_called_a_stdin_line(cli_env: Dict[str, str], qname: str) -> None:
+    r = cli(cli_env, "push", qname, "--items", "[1]")  # the argument, not stdin: it said "stdin line 1"
+    assert r.code == 1 and r.err == "queen-sync: error: the message: with --items each value must be a JSON object\n"
+
+
+def test_push_number_too_large_for_a_double_is_refused(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    # json.loads reads 1e400 as Infinity: refused as "NaN / Infinity", or sent as null with --nan-as-null
+    r = cli(cli_env, "push", qname, "--nan-as-null", '{"x": 1e400}')
+    assert r.code == 1 and "the message is not JSON: number 1e400 is out of range" in r.err, r.err
+    r = cli(cli_env, "push", qname, "--nan-as-null", stdin='{"x": 2.5}\n{"x": -1E+999}\n')
+    assert r.code == 1 and "stdin line 2 is not JSON: number -1E+999 is out of range" in r.err, r.err
+    assert client.queue(qname).batch(10).pop() == []  # nothing of it was sent
+    r = cli(cli_env, "push", qname, '{"x": 1e308, "y": 2.5e-400}')  # finite (and an underflow to 0.0) still go
+    assert r.code == 0, r.err
+    assert [m["data"] for m in client.queue(qname).batch(10).pop()] == [{"x": 1e308, "y": 0.0}]
+
+
+def test_credentials_in_the_url_point_to_the_token_variable(cli_env: Dict[str, str]) -> None:
+    r = cli(cli_env, "--url", "http://user:pw@127.0.0.1:1", "health")
+    assert r.code == 1 and "pw" not in r.err, r.err
+    # the client's hint named its argument (bearer_token=), which the command line does not have
+    assert r.err.strip().endswith("use QUEEN_BEARER_TOKEN for a token") and "bearer_token=" not in r.err, r.err
+
