@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -39,6 +40,8 @@ _JSON_ONLY = ("pop", "consume")
 #: Items per push request when reading stdin (``--batch-size``).
 DEFAULT_PUSH_BATCH = 100
 _CELL_WIDTH = 48
+#: ``--exec`` return codes of a command killed by SIGINT / SIGTERM: released, not nacked.
+_INTERRUPTED = (-signal.SIGINT, -signal.SIGTERM)
 _PARTITION_COLUMNS = ("name", "messages.pending", "messages.processing", "messages.total", "cursor.totalConsumed",
                       "lastActivity")
 
@@ -94,7 +97,9 @@ _COMMAND_EPILOG = {
     "consume": "Messages are printed as JSON lines (--pretty is refused). Exit status 1 when any "
     "message was nacked (an --exec command failed) or an ack failed, %d when stdout is closed early (e.g. "
     "'| head -1'): the consumer stops, the message it could not print and every one not yet "
-    "printed are released for redelivery (neither acked nor nacked)." % EXIT_BROKEN_PIPE,
+    "printed are released for redelivery (neither acked nor nacked). An --exec command killed by "
+    "SIGINT / SIGTERM (Ctrl-C reaches it too) is no verdict: its message is released, not nacked, "
+    "and consume stops." % EXIT_BROKEN_PIPE,
 }
 
 
@@ -425,7 +430,8 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     if ns.idle_millis is not None:
         b = b.idle_millis(ns.idle_millis)
     command = ns.exec_cmd
-    stop = threading.Event()
+    stop = threading.Event()  # the consumer's stop_event: stdout closed, or the command interrupted
+    why: Dict[str, str] = {}  # what set ``stop`` ("stdout closed" / "command interrupted")
     counts = {"acked": 0, "nacked": 0, "released": 0, "ack failures": 0}
 
     def settle(msg: Any, status: Union[bool, str], count: str, error: Optional[str] = None) -> None:
@@ -436,15 +442,19 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
             log.warning("%s of message %s failed: %s", count, msg.get("transactionId"), exc)
             counts["ack failures"] += 1
 
+    def halt(reason: str) -> None:
+        why.setdefault(reason, reason)
+        stop.set()
+
     def handler(msg: Any) -> None:
-        if stop.is_set():  # stdout is closed: what the stop drains is released, not shown
+        if stop.is_set():  # stopping: what the stop drains is released, not shown or run
             settle(msg, "retry", "released")
             return
         if command is None:
             try:
                 out.line(msg)
             except BrokenPipeError:
-                stop.set()
+                halt("stdout closed")
                 settle(msg, "retry", "released")
                 return
             settle(msg, True, "acked")
@@ -452,17 +462,25 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         body = (json.dumps(msg, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         sys.stdout.flush()
         rc = subprocess.run(command, shell=True, input=body).returncode
-        if rc != 0:
+        if rc in _INTERRUPTED:
+            # killed by SIGINT / SIGTERM: the Ctrl-C (or the stop of a service) that reaches
+            # this process reaches the command too, being in its process group. That is no
+            # verdict on the message: released (no retry counted), and consume stops rather
+            # than run the command again on what it drains.
+            halt("command interrupted")
+            settle(msg, "retry", "released")
+        elif rc != 0:
             settle(msg, False, "nacked", "command exited with status %d" % rc)
         else:
             settle(msg, True, "acked")
 
     result = b.consume(handler, handle_signals=True, stop_event=stop)
+    closed = "stdout closed" in why
     summary = "consumed %d message(s): %d acked, %d nacked, %d released%s (%s)" % (
         result.handled, counts["acked"], counts["nacked"], counts["released"],
         ", %d ack failure(s)" % counts["ack failures"] if counts["ack failures"] else "",
-        "stdout closed" if stop.is_set() else result.reason)
-    if stop.is_set():
+        ", ".join(why) if why else result.reason)
+    if closed:
         raise StdoutClosed(summary)
     sys.stderr.write(summary + "\n")
     return 1 if counts["nacked"] or counts["ack failures"] else 0

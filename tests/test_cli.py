@@ -426,3 +426,30 @@ def test_credentials_in_the_url_point_to_the_token_variable(cli_env: Dict[str, s
     # the client's hint named its argument (bearer_token=), which the command line does not have
     assert r.err.strip().endswith("use QUEEN_BEARER_TOKEN for a token") and "bearer_token=" not in r.err, r.err
 
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_consume_exec_command_killed_by_the_stop_signal_is_released_not_nacked(
+        cli_env: Dict[str, str], qname: str, client: Queen, tmp_path: Path, sig: int) -> None:
+    # retryLimit 0: a nack would dead-letter the message at once
+    client.queue(qname).config({"retryDelay": 0, "retryLimit": 0}).create()
+    client.queue(qname).partition("p").push([{"data": {"n": 1}}, {"data": {"n": 2}}])
+    started = tmp_path / "started"
+    command = "touch %s; sleep 60" % shlex.quote(str(started))
+    # a new session: the signal goes to the CLI and its command, as Ctrl-C in a terminal does
+    proc = subprocess.Popen([sys.executable, "-m", "queen_sync", "consume", qname, "--group", "g", "--exec", command],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env,
+                            start_new_session=True)
+    try:
+        assert wait_until(started.exists, timeout=30), "the command never started"
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert out == "" and "0 acked, 0 nacked, 1 released" in err and "command interrupted" in err, err
+    assert client.queue(qname).dlq("g").get() == []
+    # not run again on the drained message, and both are there again, in order
+    assert [m["data"]["n"] for m in client.queue(qname).group("g").batch(10).pop()] == [1, 2]
