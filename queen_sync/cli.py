@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -254,7 +255,7 @@ class Output:
 def _flatten(value: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for k, v in value.items():
-        key = "%s%s" % (prefix, k)
+        key = "%s%s" % (prefix, _printable(str(k)))  # payload keys become column names
         if isinstance(v, Mapping) and v:
             out.update(_flatten(v, key + "."))
         else:
@@ -262,9 +263,25 @@ def _flatten(value: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
     return out
 
 
+#: Characters a table cell or header shows escaped: C0 / C1 controls and DEL (a CR in a
+#: message rewrote its table row, an ESC started a terminal escape sequence), line separators
+#: and bidirectional overrides (they reorder what a terminal shows).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_ESCAPES = {"\t": "\\t", "\r": "\\r"}
+
+
+def _printable(text: str) -> str:
+    """``text`` for a table: a newline as a space, other unprintable characters escaped
+    (``\\r``, ``\\t``, ``\\x1b``, ``\\u202e``), as the JSON lines escape them."""
+    return _UNPRINTABLE.sub(
+        lambda m: _ESCAPES.get(m.group(), ("\\x%02x" if ord(m.group()) < 0x100 else "\\u%04x") % ord(m.group())),
+        text.replace("\n", " "),
+    )
+
+
 def _cell(v: Any, width: int = _CELL_WIDTH) -> str:
     text = "" if v is None else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
-    text = text.replace("\n", " ")
+    text = _printable(text)
     return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 

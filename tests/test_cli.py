@@ -453,3 +453,19 @@ def test_consume_exec_command_killed_by_the_stop_signal_is_released_not_nacked(
     assert client.queue(qname).dlq("g").get() == []
     # not run again on the drained message, and both are there again, in order
     assert [m["data"]["n"] for m in client.queue(qname).group("g").batch(10).pop()] == [1, 2]
+
+
+def test_pretty_tables_escape_control_characters(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    # a CR in a message rewrote its table row on a terminal, an ESC started an escape sequence
+    client.queue(qname).config({"retryLimit": 0}).create()
+    client.queue(qname).partition("p").push({"data": {"a": "x\ry\tz\x1b[31mRED", "k\x1b": "\u202eevil"}})
+    msgs = client.queue(qname).partition("p").group("g").pop()
+    client.ack(msgs, "dlq", {"error": "bad\rrow\x1b[2K"})
+    r = cli(cli_env, "dlq", qname, "--pretty")
+    assert r.code == 0, r.err
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f\u202e]", r.out), repr(r.out)
+    header, row = r.out.splitlines()
+    assert "data.k\\x1b" in header.split()
+    assert "x\\ry\\tz\\x1b[31mRED" in row and "bad\\rrow\\x1b[2K" in row and "\\u202eevil" in row
+    (line,) = cli(cli_env, "dlq", qname).lines  # the JSON lines keep the text as it is
+    assert line["errorMessage"] == "bad\rrow\x1b[2K" and line["data"]["k\x1b"] == "\u202eevil"
