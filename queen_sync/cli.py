@@ -536,9 +536,7 @@ def cmd_groups(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_seek(q: Queen, ns: argparse.Namespace, out: Output) -> int:
-    if ns.partition is not None:
-        if not ns.to_end:
-            raise CliError("--partition works with --to-end only")
+    if ns.partition is not None:  # with --to-end only (a usage error otherwise, see main)
         out.obj(q.admin.seek_partition_to_end(ns.group, ns.queue, ns.partition))
     else:
         out.obj(q.admin.seek_consumer_group(ns.group, ns.queue, to_end=ns.to_end, timestamp=ns.timestamp))
@@ -618,6 +616,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ns = parser.parse_intermixed_args(ns.arguments, namespace=ns)
     if ns.pretty and ns.command in _JSON_ONLY:
         parser.error("--pretty does not apply to %s: it prints messages as JSON lines" % ns.command)
+    if ns.command == "seek" and ns.partition is not None and not ns.to_end:
+        parser.error("--partition works with --to-end only")  # a usage error (2), like --to-end with --timestamp
     _setup_logging(ns.debug)
     out = Output(sys.stdout, ns.pretty)
     try:

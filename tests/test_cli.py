@@ -469,3 +469,11 @@ def test_pretty_tables_escape_control_characters(cli_env: Dict[str, str], qname:
     assert "x\\ry\\tz\\x1b[31mRED" in row and "bad\\rrow\\x1b[2K" in row and "\\u202eevil" in row
     (line,) = cli(cli_env, "dlq", qname).lines  # the JSON lines keep the text as it is
     assert line["errorMessage"] == "bad\rrow\x1b[2K" and line["data"]["k\x1b"] == "\u202eevil"
+
+
+def test_seek_partition_without_to_end_is_a_usage_error(cli_env: Dict[str, str], qname: str) -> None:
+    # exit status 1 ("error") before, where the other option conflicts of seek are usage errors (2)
+    r = cli(cli_env, "seek", "g", qname, "--timestamp", "2026-11-30", "--partition", "p")
+    assert r.code == 2 and "error: --partition works with --to-end only" in r.err and r.out == "", r.err
+    r = cli(cli_env, "seek", "g", qname, "--to-end", "--timestamp", "2026-11-30")
+    assert r.code == 2
