@@ -419,7 +419,8 @@ class Admin:
         """Move ``group``'s cursor on every partition of ``queue``; see :func:`queen_sync.groups.seek`.
 
         ``options`` may be the official client's ``{"toEnd": True}`` or ``{"timestamp": iso}``;
-        or use ``to_end=True`` / ``timestamp=...``.
+        or use ``to_end=True`` / ``timestamp=...``. ``toEnd`` must be True or False (else
+        InvalidInputError, nothing sent).
         """
         if options is not None:
             if not isinstance(options, Mapping):
@@ -427,7 +428,10 @@ class Admin:
             unknown = set(options) - {"toEnd", "to_end", "timestamp"}
             if unknown:
                 raise InvalidInputError("unknown seek option(s) %s" % sorted(map(str, unknown)))
-            to_end = bool(options.get("toEnd") or options.get("to_end") or to_end)
+            for key in ("toEnd", "to_end"):
+                # a bool, not any truthy value: {"toEnd": "false"} skipped every message
+                if options.get(key) is not None and _bool_arg("seek option %r" % key, options[key]):
+                    to_end = True
             if options.get("timestamp") is not None:
                 timestamp = options["timestamp"]
         return seek(self._requester, group, queue, to_end=to_end, timestamp=timestamp)

@@ -16,7 +16,10 @@ import argparse
 import copy
 import json
 import logging
+import math
 import os
+import re
+import signal
 import subprocess
 import sys
 import threading
@@ -38,6 +41,8 @@ _JSON_ONLY = ("pop", "consume")
 #: Items per push request when reading stdin (``--batch-size``).
 DEFAULT_PUSH_BATCH = 100
 _CELL_WIDTH = 48
+#: ``--exec`` return codes of a command killed by SIGINT / SIGTERM: released, not nacked.
+_INTERRUPTED = (-signal.SIGINT, -signal.SIGTERM)
 _PARTITION_COLUMNS = ("name", "messages.pending", "messages.processing", "messages.total", "cursor.totalConsumed",
                       "lastActivity")
 
@@ -93,7 +98,9 @@ _COMMAND_EPILOG = {
     "consume": "Messages are printed as JSON lines (--pretty is refused). Exit status 1 when any "
     "message was nacked (an --exec command failed) or an ack failed, %d when stdout is closed early (e.g. "
     "'| head -1'): the consumer stops, the message it could not print and every one not yet "
-    "printed are released for redelivery (neither acked nor nacked)." % EXIT_BROKEN_PIPE,
+    "printed are released for redelivery (neither acked nor nacked). An --exec command killed by "
+    "SIGINT / SIGTERM (Ctrl-C reaches it too) is no verdict: its message is released, not nacked, "
+    "and consume stops." % EXIT_BROKEN_PIPE,
 }
 
 
@@ -248,7 +255,7 @@ class Output:
 def _flatten(value: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for k, v in value.items():
-        key = "%s%s" % (prefix, k)
+        key = "%s%s" % (prefix, _printable(str(k)))  # payload keys become column names
         if isinstance(v, Mapping) and v:
             out.update(_flatten(v, key + "."))
         else:
@@ -256,9 +263,25 @@ def _flatten(value: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
     return out
 
 
+#: Characters a table cell or header shows escaped: C0 / C1 controls and DEL (a CR in a
+#: message rewrote its table row, an ESC started a terminal escape sequence), line separators
+#: and bidirectional overrides (they reorder what a terminal shows).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_ESCAPES = {"\t": "\\t", "\r": "\\r"}
+
+
+def _printable(text: str) -> str:
+    """``text`` for a table: a newline as a space, other unprintable characters escaped
+    (``\\r``, ``\\t``, ``\\x1b``, ``\\u202e``), as the JSON lines escape them."""
+    return _UNPRINTABLE.sub(
+        lambda m: _ESCAPES.get(m.group(), ("\\x%02x" if ord(m.group()) < 0x100 else "\\u%04x") % ord(m.group())),
+        text.replace("\n", " "),
+    )
+
+
 def _cell(v: Any, width: int = _CELL_WIDTH) -> str:
     text = "" if v is None else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
-    text = text.replace("\n", " ")
+    text = _printable(text)
     return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 
@@ -269,15 +292,22 @@ def _client(ns: argparse.Namespace) -> Queen:
     urls = [u for u in (ns.url or os.environ.get("QUEEN_URL", "")).split(",") if u.strip()]
     if not urls:
         raise CliError("no broker URL: pass --url or set QUEEN_URL")
-    return Queen(
-        urls=urls,
-        bearer_token=os.environ.get("QUEEN_BEARER_TOKEN") or None,
-        timeout_millis=ns.timeout_millis,
-        ca_certs=ns.ca_certs,
-        cert_file=ns.cert_file,
-        key_file=ns.key_file,
-        nan_as_null=getattr(ns, "nan_as_null", False),  # a push option only
-    )
+    try:
+        return Queen(
+            urls=urls,
+            bearer_token=os.environ.get("QUEEN_BEARER_TOKEN") or None,
+            timeout_millis=ns.timeout_millis,
+            ca_certs=ns.ca_certs,
+            cert_file=ns.cert_file,
+            key_file=ns.key_file,
+            nan_as_null=getattr(ns, "nan_as_null", False),  # a push option only
+        )
+    except InvalidInputError as exc:
+        text = str(exc)
+        if not text.endswith("use bearer_token="):
+            raise
+        # the client's hint names its argument; here the token comes from the environment only
+        raise InvalidInputError(text[: -len("bearer_token=")] + "QUEEN_BEARER_TOKEN for a token") from exc
 
 
 def _queue(q: Queen, ns: argparse.Namespace) -> Any:
@@ -286,13 +316,28 @@ def _queue(q: Queen, ns: argparse.Namespace) -> Any:
     return b.partition(ns.partition) if getattr(ns, "partition", None) is not None else b
 
 
+def _finite_float(text: str) -> float:
+    """``parse_float`` of the JSON reader: a number literal too large for a float (``1e400``)
+    is refused, where ``float()`` reads it as Infinity (refused as NaN / Infinity, or sent as
+    null with ``--nan-as-null``: a number the user wrote, silently gone)."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("number %s is out of range (a JSON number must fit in a double)" % text)
+    return value
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` with :func:`_finite_float` (``NaN`` / ``Infinity`` literals still read)."""
+    return json.loads(text, parse_float=_finite_float)
+
+
 def _json_values(lines: Iterator[str]) -> Iterator[tuple]:
     """``(line number, value)`` per non-blank line; CliError on a line that is not JSON."""
     for n, text in enumerate(lines, 1):
         if not text.strip():
             continue
         try:
-            yield n, json.loads(text)
+            yield n, _loads(text)
         except ValueError as exc:
             raise CliError("stdin line %d is not JSON: %s" % (n, exc)) from None
 
@@ -302,11 +347,13 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         raise CliError("--batch-size must be at least 1")
     target = _queue(q, ns)
 
-    def item(n: int, value: Any) -> Dict[str, Any]:
+    def item(n: Optional[int], value: Any) -> Dict[str, Any]:
+        """The push item of ``value``, read from stdin line ``n`` (None: the argument)."""
         if not ns.items:
             return {"data": value}
         if not isinstance(value, dict):
-            raise CliError("stdin line %d: with --items each value must be a JSON object" % n)
+            where = "the message" if n is None else "stdin line %d" % n
+            raise CliError("%s: with --items each value must be a JSON object" % where)
         return value
 
     def push(items: Any) -> Any:
@@ -320,10 +367,10 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 
     if ns.message != "-":
         try:
-            value = json.loads(ns.message)
+            value = _loads(ns.message)
         except ValueError as exc:
             raise CliError("the message is not JSON: %s" % exc) from None
-        out.rows(push(item(1, value)))
+        out.rows(push(item(None, value)))
         return 0
     progress = sys.stderr.isatty()
     pushed = 0
@@ -400,7 +447,8 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     if ns.idle_millis is not None:
         b = b.idle_millis(ns.idle_millis)
     command = ns.exec_cmd
-    stop = threading.Event()
+    stop = threading.Event()  # the consumer's stop_event: stdout closed, or the command interrupted
+    why: Dict[str, str] = {}  # what set ``stop`` ("stdout closed" / "command interrupted")
     counts = {"acked": 0, "nacked": 0, "released": 0, "ack failures": 0}
 
     def settle(msg: Any, status: Union[bool, str], count: str, error: Optional[str] = None) -> None:
@@ -411,15 +459,19 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
             log.warning("%s of message %s failed: %s", count, msg.get("transactionId"), exc)
             counts["ack failures"] += 1
 
+    def halt(reason: str) -> None:
+        why.setdefault(reason, reason)
+        stop.set()
+
     def handler(msg: Any) -> None:
-        if stop.is_set():  # stdout is closed: what the stop drains is released, not shown
+        if stop.is_set():  # stopping: what the stop drains is released, not shown or run
             settle(msg, "retry", "released")
             return
         if command is None:
             try:
                 out.line(msg)
             except BrokenPipeError:
-                stop.set()
+                halt("stdout closed")
                 settle(msg, "retry", "released")
                 return
             settle(msg, True, "acked")
@@ -427,17 +479,25 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         body = (json.dumps(msg, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         sys.stdout.flush()
         rc = subprocess.run(command, shell=True, input=body).returncode
-        if rc != 0:
+        if rc in _INTERRUPTED:
+            # killed by SIGINT / SIGTERM: the Ctrl-C (or the stop of a service) that reaches
+            # this process reaches the command too, being in its process group. That is no
+            # verdict on the message: released (no retry counted), and consume stops rather
+            # than run the command again on what it drains.
+            halt("command interrupted")
+            settle(msg, "retry", "released")
+        elif rc != 0:
             settle(msg, False, "nacked", "command exited with status %d" % rc)
         else:
             settle(msg, True, "acked")
 
     result = b.consume(handler, handle_signals=True, stop_event=stop)
+    closed = "stdout closed" in why
     summary = "consumed %d message(s): %d acked, %d nacked, %d released%s (%s)" % (
         result.handled, counts["acked"], counts["nacked"], counts["released"],
         ", %d ack failure(s)" % counts["ack failures"] if counts["ack failures"] else "",
-        "stdout closed" if stop.is_set() else result.reason)
-    if stop.is_set():
+        ", ".join(why) if why else result.reason)
+    if closed:
         raise StdoutClosed(summary)
     sys.stderr.write(summary + "\n")
     return 1 if counts["nacked"] or counts["ack failures"] else 0
@@ -476,9 +536,7 @@ def cmd_groups(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_seek(q: Queen, ns: argparse.Namespace, out: Output) -> int:
-    if ns.partition is not None:
-        if not ns.to_end:
-            raise CliError("--partition works with --to-end only")
+    if ns.partition is not None:  # with --to-end only (a usage error otherwise, see main)
         out.obj(q.admin.seek_partition_to_end(ns.group, ns.queue, ns.partition))
     else:
         out.obj(q.admin.seek_consumer_group(ns.group, ns.queue, to_end=ns.to_end, timestamp=ns.timestamp))
@@ -558,6 +616,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ns = parser.parse_intermixed_args(ns.arguments, namespace=ns)
     if ns.pretty and ns.command in _JSON_ONLY:
         parser.error("--pretty does not apply to %s: it prints messages as JSON lines" % ns.command)
+    if ns.command == "seek" and ns.partition is not None and not ns.to_end:
+        parser.error("--partition works with --to-end only")  # a usage error (2), like --to-end with --timestamp
     _setup_logging(ns.debug)
     out = Output(sys.stdout, ns.pretty)
     try:

@@ -158,8 +158,8 @@ class Queen:
         ssl_context: a ready :class:`ssl.SSLContext` for ``https`` brokers, used as is
             (instead of the three above). See :class:`queen_sync.transport.Transport`.
         nan_as_null: send payload NaN / ±Infinity as ``null`` (default False: a push,
-            buffered push or transaction holding one raises InvalidInputError naming where
-            it sits, before anything is sent; JSON cannot represent them).
+            buffered push, transaction or trace holding one raises InvalidInputError naming
+            where it sits, before anything is sent; JSON cannot represent them).
         ack_timeout_millis: per-attempt read timeout of the calls that hold a partition
             (acks, releases, lease renewals, a consume worker's own pop), in milliseconds
             (default 5000, at most ``timeout_millis``): a half-open connection costs that

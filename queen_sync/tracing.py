@@ -65,7 +65,8 @@ def trace(
         ``{success: True, traceId}`` (the id the broker gave the trace).
 
     Raises:
-        InvalidInputError: a message without ids, no ``data``, bad names (nothing sent).
+        InvalidInputError: a message without ids, no ``data``, bad names, NaN / ±Infinity in
+            ``data`` unless the client has ``nan_as_null`` (nothing sent).
         BrokerError: ``Message not found`` (e.g. the message was deleted).
 
     Wire: ``POST /api/v1/traces`` ``{transactionId, partitionId, consumerGroup, traceNames,
@@ -93,5 +94,7 @@ def trace(
         names=_names(names),
         event_type=event_type,
         data=data,
+        # the client's nan_as_null (its session carries it), as for pushes and transactions
+        nan_as_null=getattr(requester, "nan_as_null", False) is True,
     )
     return reply

@@ -7,7 +7,7 @@ from typing import Any, List
 
 import pytest
 
-from queen_sync import BrokerError, Queen
+from queen_sync import BrokerError, InvalidInputError, Queen
 
 
 def _drain(client: Queen, qname: str, group: str, partition: str = "p") -> List[Any]:
@@ -44,6 +44,21 @@ def test_seek_to_end_skips_existing(client: Queen, qname: str, unique_name: Any)
     assert _drain(client, qname, group) == []
     client.queue(qname).partition("p").push({"data": "later"})
     assert _drain(client, qname, group) == ["later"]
+
+
+
+@pytest.mark.parametrize("options", [{"toEnd": "false"}, {"to_end": 1}, {"toEnd": "no", "timestamp": "2000-01-01"}])
+def test_seek_options_to_end_must_be_a_bool(client: Queen, qname: str, unique_name: Any, options: Any) -> None:
+    group = unique_name("g")
+    client.queue(qname).partition("p").push([{"data": i} for i in range(3)])
+    assert _drain(client, qname, group) == [0, 1, 2]
+    client.admin.seek_consumer_group(group, qname, timestamp="2000-01-01T00:00:00Z")
+    # any truthy value was read as True: {"toEnd": "false"} skipped every message
+    with pytest.raises(InvalidInputError, match="must be True or False"):
+        client.admin.seek_consumer_group(group, qname, options)
+    assert _drain(client, qname, group) == [0, 1, 2]  # nothing was sent: the rewind stands
+    res = client.admin.seek_consumer_group(group, qname, {"toEnd": False, "timestamp": "2000-01-01"})
+    assert res["seekToEnd"] is False and _drain(client, qname, group) == [0, 1, 2]
 
 
 def test_seek_releases_lease(client: Queen, qname: str, unique_name: Any) -> None:

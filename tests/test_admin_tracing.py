@@ -121,3 +121,34 @@ def test_consumed_messages_can_trace(client: Queen, qname: str, unique_name: Any
     for m in seen:
         (t,) = client.admin.get_traces_for_message(m["partitionId"], m["transactionId"])["traces"]
         assert t["data"] == {"i": m["data"]} and t["event_type"] == "processing" and t["consumer_group"] == group
+
+
+
+def test_trace_data_nan_follows_the_clients_nan_as_null(queen_broker: Any, client: Queen, qname: str) -> None:
+    client.queue(qname).partition("p").push({"data": 1})
+    client.queue(qname).partition("c").push({"data": 2})
+    (m,) = client.queue(qname).partition("p").pop()
+    with pytest.raises(InvalidInputError, match=r"NaN / Infinity float at \$\.data\.x"):
+        client.trace(m, "x", {"x": float("nan")})  # the default: refused, nothing sent
+    # a client with nan_as_null=True was told to "opt in to nan_as_null" and refused all the same
+    lenient = queen_broker.client(nan_as_null=True)
+    consumed: List[Any] = []
+    try:
+        assert lenient.trace(m, "x", {"x": float("nan"), "y": [float("inf")]})["success"] is True
+        (bound,) = bind_messages(lenient, [dict(m)])
+        assert bound.trace("y", {"z": float("-inf")})["success"] is True
+
+        def handler(msg: Any) -> None:  # a consumed message traces through the consumer's session
+            msg.trace("c", {"w": float("nan")})
+            consumed.append(msg)
+
+        result = lenient.queue(qname).partition("c").group("tr").limit(1).consume(handler)
+        assert result.failed == 0 and len(consumed) == 1
+    finally:
+        lenient.close()
+    traces = client.admin.get_traces_for_message(m["partitionId"], m["transactionId"])["traces"]
+    assert sorted(json.dumps(t["data"], sort_keys=True) for t in traces) == ['{"x": null, "y": [null]}', '{"z": null}']
+    (c,) = consumed
+    (t,) = client.admin.get_traces_for_message(c["partitionId"], c["transactionId"])["traces"]
+    assert t["data"] == {"w": None}
+    client.ack(m, True)

@@ -401,3 +401,79 @@ def test_usage_errors_name_the_flag_and_the_missing_command(cli_env: Dict[str, s
     assert r.code == 2 and "argument --wait-millis: must be <= 31536000000" in r.err, r.err
     r = cli(cli_env, "--timeout-millis", "soon", "health")
     assert r.code == 2 and "argument --timeout-millis: expected an integer, got 'soon'" in r.err, r.err
+
+
+def test_push_items_argument_is_not_called_a_stdin_line(cli_env: Dict[str, str], qname: str) -> None:
+    r = cli(cli_env, "push", qname, "--items", "[1]")  # the argument, not stdin: it said "stdin line 1"
+    assert r.code == 1 and r.err == "queen-sync: error: the message: with --items each value must be a JSON object\n"
+
+
+def test_push_number_too_large_for_a_double_is_refused(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    # json.loads reads 1e400 as Infinity: refused as "NaN / Infinity", or sent as null with --nan-as-null
+    r = cli(cli_env, "push", qname, "--nan-as-null", '{"x": 1e400}')
+    assert r.code == 1 and "the message is not JSON: number 1e400 is out of range" in r.err, r.err
+    r = cli(cli_env, "push", qname, "--nan-as-null", stdin='{"x": 2.5}\n{"x": -1E+999}\n')
+    assert r.code == 1 and "stdin line 2 is not JSON: number -1E+999 is out of range" in r.err, r.err
+    assert client.queue(qname).batch(10).pop() == []  # nothing of it was sent
+    r = cli(cli_env, "push", qname, '{"x": 1e308, "y": 2.5e-400}')  # finite (and an underflow to 0.0) still go
+    assert r.code == 0, r.err
+    assert [m["data"] for m in client.queue(qname).batch(10).pop()] == [{"x": 1e308, "y": 0.0}]
+
+
+def test_credentials_in_the_url_point_to_the_token_variable(cli_env: Dict[str, str]) -> None:
+    r = cli(cli_env, "--url", "http://user:pw@127.0.0.1:1", "health")
+    assert r.code == 1 and "pw" not in r.err, r.err
+    # the client's hint named its argument (bearer_token=), which the command line does not have
+    assert r.err.strip().endswith("use QUEEN_BEARER_TOKEN for a token") and "bearer_token=" not in r.err, r.err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_consume_exec_command_killed_by_the_stop_signal_is_released_not_nacked(
+        cli_env: Dict[str, str], qname: str, client: Queen, tmp_path: Path, sig: int) -> None:
+    # retryLimit 0: a nack would dead-letter the message at once
+    client.queue(qname).config({"retryDelay": 0, "retryLimit": 0}).create()
+    client.queue(qname).partition("p").push([{"data": {"n": 1}}, {"data": {"n": 2}}])
+    started = tmp_path / "started"
+    command = "touch %s; sleep 60" % shlex.quote(str(started))
+    # a new session: the signal goes to the CLI and its command, as Ctrl-C in a terminal does
+    proc = subprocess.Popen([sys.executable, "-m", "queen_sync", "consume", qname, "--group", "g", "--exec", command],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env,
+                            start_new_session=True)
+    try:
+        assert wait_until(started.exists, timeout=30), "the command never started"
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert out == "" and "0 acked, 0 nacked, 1 released" in err and "command interrupted" in err, err
+    assert client.queue(qname).dlq("g").get() == []
+    # not run again on the drained message, and both are there again, in order
+    assert [m["data"]["n"] for m in client.queue(qname).group("g").batch(10).pop()] == [1, 2]
+
+
+def test_pretty_tables_escape_control_characters(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    # a CR in a message rewrote its table row on a terminal, an ESC started an escape sequence
+    client.queue(qname).config({"retryLimit": 0}).create()
+    client.queue(qname).partition("p").push({"data": {"a": "x\ry\tz\x1b[31mRED", "k\x1b": "\u202eevil"}})
+    msgs = client.queue(qname).partition("p").group("g").pop()
+    client.ack(msgs, "dlq", {"error": "bad\rrow\x1b[2K"})
+    r = cli(cli_env, "dlq", qname, "--pretty")
+    assert r.code == 0, r.err
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f\u202e]", r.out), repr(r.out)
+    header, row = r.out.splitlines()
+    assert "data.k\\x1b" in header.split()
+    assert "x\\ry\\tz\\x1b[31mRED" in row and "bad\\rrow\\x1b[2K" in row and "\\u202eevil" in row
+    (line,) = cli(cli_env, "dlq", qname).lines  # the JSON lines keep the text as it is
+    assert line["errorMessage"] == "bad\rrow\x1b[2K" and line["data"]["k\x1b"] == "\u202eevil"
+
+
+def test_seek_partition_without_to_end_is_a_usage_error(cli_env: Dict[str, str], qname: str) -> None:
+    # exit status 1 ("error") before, where the other option conflicts of seek are usage errors (2)
+    r = cli(cli_env, "seek", "g", qname, "--timestamp", "2026-11-30", "--partition", "p")
+    assert r.code == 2 and "error: --partition works with --to-end only" in r.err and r.out == "", r.err
+    r = cli(cli_env, "seek", "g", qname, "--to-end", "--timestamp", "2026-11-30")
+    assert r.code == 2

@@ -26,9 +26,11 @@ def record(
     names: Optional[List[str]],
     event_type: str,
     data: Mapping[str, Any],
+    nan_as_null: bool = False,
 ) -> Any:
-    """Record one trace. Wire: ``POST /api/v1/traces`` ``{transactionId, partitionId,
-    consumerGroup, traceNames, eventType, data}`` (not resent once sent)."""
+    """Record one trace (NaN / ±Infinity in ``data`` sent as null with ``nan_as_null``, else
+    refused). Wire: ``POST /api/v1/traces`` ``{transactionId, partitionId, consumerGroup,
+    traceNames, eventType, data}`` (not resent once sent)."""
     body = {
         "transactionId": transaction_id,
         "partitionId": partition_id,
@@ -37,7 +39,8 @@ def record(
         "eventType": event_type,
         "data": dict(data),
     }
-    return checked(requester, "POST", "/api/v1/traces", body=body, what="trace of message %s" % transaction_id)
+    return checked(requester, "POST", "/api/v1/traces", body=body, what="trace of message %s" % transaction_id,
+                   nan_as_null=nan_as_null)
 
 
 def by_name(requester: Requester, name: str, *, limit: int, offset: int) -> Dict[str, Any]:
