@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Deque, Dict, List, Optional
 
 from .. import _fork
-from .._validate import int_arg
+from .._validate import int_arg, timestamp_arg, validate_name
 from ..errors import ClientClosedError, InvalidInputError, QueenConnectionError, QueenHTTPError, StreamsCycleError
 from ..wire import streams as wire
 from . import _binding
@@ -75,7 +75,13 @@ class RunOptions:
     on_error: Optional[Callable[[BaseException, Dict[str, Any]], Any]]
 
     @classmethod
-    def make(cls, **kw: Any) -> "RunOptions":
+    def make(cls, *, query_id: str, **kw: Any) -> "RunOptions":
+        """Check every option of :meth:`Stream.run` (``consumer_group`` None: the query's
+        own group ``streams.<query_id>``) and return them.
+
+        Raises:
+            InvalidInputError: a bad option; nothing has been sent.
+        """
         int_arg("batch_size", kw["batch_size"], 1)
         int_arg("max_partitions", kw["max_partitions"], 1)
         int_arg("max_wait_millis", kw["max_wait_millis"], 0)
@@ -83,8 +89,23 @@ class RunOptions:
             raise InvalidInputError("on_error must be callable")
         if not isinstance(kw["reset"], bool):
             raise InvalidInputError("reset must be a bool")
-        if not isinstance(kw["consumer_group"], str) or not kw["consumer_group"]:
-            raise InvalidInputError("consumer_group must be a non-empty str")
+        mode = kw["subscription_mode"]
+        if mode is not None and mode not in ("all", "new"):
+            raise InvalidInputError("subscription_mode must be None, 'all' or 'new', got %r" % (mode,))
+        if kw["subscription_from"] is not None:
+            timestamp_arg("subscription_from", kw["subscription_from"], allow_now=True)
+        group = kw["consumer_group"]
+        if group is None:
+            group = kw["consumer_group"] = "streams.%s" % query_id
+            try:
+                validate_name("consumer group", group)
+            except InvalidInputError as err:
+                raise InvalidInputError(
+                    "run(%r): the query's consumer group %r is not a valid name (%s); use a query_id of "
+                    "A-Z a-z 0-9 . _ ~ - (at most 247 characters) or pass consumer_group=" % (query_id, group, err)
+                ) from None
+        else:
+            validate_name("run(consumer_group=) consumer group", group)
         return cls(**kw)
 
 
@@ -197,14 +218,8 @@ class StreamRunner:
                 "uwsgidecorators.postfork function) or run uWSGI with --lazy-apps" % "Stream.run()"
             )
         plan = self._plan
-        reg = wire.register_query(
-            self._requester, name=self._query, source_queue=plan.source_queue, config_hash=plan.config_hash,
-            sink_queue=plan.sink_queue, reset=self._opts.reset,
-        )
-        self._server_id = reg["query_id"]
-        _log.info("stream query %r registered (id %s, fresh=%s, reset=%s)", self._query, self._server_id,
-                  reg.get("fresh"), reg.get("reset"))
         o = self._opts
+        # the pop builder first: whatever it refuses is refused before the register is sent
         qb = plan.source.batch(o.batch_size).wait(True).timeout_millis(o.max_wait_millis).group(o.consumer_group)
         if o.max_partitions > 1:
             qb = qb.partitions(o.max_partitions)
@@ -212,6 +227,13 @@ class StreamRunner:
             qb = qb.subscription_mode(o.subscription_mode)
         if o.subscription_from is not None:
             qb = qb.subscription_from(o.subscription_from)
+        reg = wire.register_query(
+            self._requester, name=self._query, source_queue=plan.source_queue, config_hash=plan.config_hash,
+            sink_queue=plan.sink_queue, reset=self._opts.reset,
+        )
+        self._server_id = reg["query_id"]
+        _log.info("stream query %r registered (id %s, fresh=%s, reset=%s)", self._query, self._server_id,
+                  reg.get("fresh"), reg.get("reset"))
         self._pop_builder = qb
         self._started_at_millis = _now_ms()
         self._started = True
