@@ -41,6 +41,7 @@ from .._validate import int_arg, timestamp_arg, validate_name
 from ..errors import ClientClosedError, InvalidInputError, QueenConnectionError, QueenHTTPError, StreamsCycleError
 from ..wire import streams as wire
 from . import _binding
+from ._callables import check_arity
 from .processor import CycleWork, flush_request, needs_state, process_batch, process_flush
 
 __all__ = ["RunOptions", "StreamRunner", "stop_runners_for", "running_runners"]
@@ -85,8 +86,8 @@ class RunOptions:
         int_arg("batch_size", kw["batch_size"], 1)
         int_arg("max_partitions", kw["max_partitions"], 1)
         int_arg("max_wait_millis", kw["max_wait_millis"], 0)
-        if kw["on_error"] is not None and not callable(kw["on_error"]):
-            raise InvalidInputError("on_error must be callable")
+        if kw["on_error"] is not None:
+            check_arity(kw["on_error"], 2, "run(on_error=)")
         if not isinstance(kw["reset"], bool):
             raise InvalidInputError("reset must be a bool")
         mode = kw["subscription_mode"]

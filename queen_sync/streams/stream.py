@@ -313,7 +313,7 @@ class Stream:
                 0..31536000000, a ``subscription_mode`` other than ``"all"`` / ``"new"``, a
                 ``subscription_from`` neither ``"now"`` nor a timestamp the broker reads, a
                 consumer group (given, or ``streams.<query_id>``) that is not a valid name,
-                an ``on_error`` that is not callable.
+                an ``on_error`` that cannot be called with two arguments.
             StreamsConfigHashError: the query exists with another chain and not ``reset``
                 (nothing started). StreamsError / QueenConnectionError: register failed.
 

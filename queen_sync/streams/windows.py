@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import InvalidInputError
+from ._callables import check_arity
 from .state import SEP, parse_iso_ms, parse_window_state_key, session_state_key, to_iso_ms, window_state_key
 
 __all__ = [
@@ -83,8 +84,8 @@ class WindowOperator:
         allowed_lateness: Any,
         on_late: Optional[str],
     ) -> None:
-        if event_time is not None and not callable(event_time):
-            raise InvalidInputError("event_time must be a callable returning epoch ms, got %r" % (event_time,))
+        if event_time is not None:
+            check_arity(event_time, 1, "event_time")
         self.grace_period = _seconds("grace_period", grace_period, positive=False)
         self.grace_ms = int(grace_period * 1000)
         self.idle_flush_ms = _idle_ms(idle_flush_ms)
