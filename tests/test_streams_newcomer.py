@@ -119,3 +119,48 @@ def test_arity_is_read_from_the_signature_and_uninspectable_callables_are_accept
 class _Acc:
     def add(self, acc, v):  # type: ignore[no-untyped-def]
         return (acc or 0) + v
+
+
+# 3. duration caps ----------------------------------------------------------------------
+
+YEAR_MS = 365 * 24 * 3600 * 1000
+MAX_WINDOW_SECONDS = 315537897600  # the span of years 1..9999, documented as the cap
+
+
+@pytest.mark.parametrize(
+    "build, text",
+    [
+        (lambda s: s.window_tumbling(seconds=MAX_WINDOW_SECONDS + 1), "seconds must be at most 315537897600"),
+        (lambda s: s.window_tumbling(seconds=1e300), "seconds must be at most"),
+        (lambda s: s.window_tumbling(seconds=10**400), "seconds must be at most"),  # OverflowError before
+        (lambda s: s.window_tumbling(seconds=0.0009), "at least 0.001"),
+        (lambda s: s.window_sliding(size=10**400, slide=1), "size must be at most"),
+        (lambda s: s.window_sliding(size=0.0004, slide=0.0002), "at least 0.001"),
+        (lambda s: s.window_session(gap=0.0005), "gap must be at least 0.001"),
+        (lambda s: s.window_session(gap=10**13), "gap must be at most"),
+        (lambda s: s.window_tumbling(seconds=1, grace_period=10**13), "grace_period must be at most"),
+        (lambda s: s.window_tumbling(seconds=1, grace_period=0.0005), "grace_period must be 0 or at least 0.001"),
+        (lambda s: s.window_cron(every="hour", allowed_lateness=10**400), "allowed_lateness must be at most"),
+        (lambda s: s.window_tumbling(seconds=1, idle_flush_ms=YEAR_MS + 1), "idle_flush_ms must be .* 0..31536000000"),
+        (lambda s: s.window_tumbling(seconds=1, idle_flush_ms=10**400), "idle_flush_ms must be"),
+    ],
+)
+def test_window_durations_are_capped(build, text):
+    with pytest.raises(InvalidInputError, match=text):
+        build(Stream.from_(Q("s")))
+
+
+def test_window_durations_at_the_caps_are_accepted_and_run():
+    s = Stream.from_(Q("s"))
+    w = s.window_tumbling(seconds=MAX_WINDOW_SECONDS, grace_period=MAX_WINDOW_SECONDS, idle_flush_ms=YEAR_MS,
+                          allowed_lateness=MAX_WINDOW_SECONDS).operators[0]
+    assert (w.window_ms, w.grace_ms, w.idle_flush_ms) == (MAX_WINDOW_SECONDS * 1000,) * 2 + (YEAR_MS,)
+    assert s.window_session(gap=0.001).operators[0].gap_ms == 1
+    # a window of about 9999 years holds today's events; one from before 1970 would start
+    # before year 1: an error of event_time (before: a ValueError out of the ISO formatting)
+    plan = (s.window_tumbling(seconds=MAX_WINDOW_SECONDS, idle_flush_ms=0, event_time=lambda m: m["data"]["ts"])
+            .aggregate({"count": lambda v: 1}).to(Q("o")).compile())
+    work = process_batch(plan, "q", PID, "P1", "L1", [msg(1, T0, {"ts": T0})], {}, T0)
+    assert [op["value"]["windowStart"] for op in work.state_ops if op["key"] != "__wm__"] == [0]
+    with pytest.raises(InvalidInputError, match="event_time returned -1: it falls in a tumbling window starting before year 1"):
+        process_batch(plan, "q", PID, "P1", "L1", [msg(1, T0, {"ts": -1})], {}, T0)

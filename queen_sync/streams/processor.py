@@ -214,10 +214,10 @@ def _window_batch(plan: Any, work: CycleWork, query: str, partition_id: str, par
         if isinstance(window, SessionWindow):
             entries.append(WindowEntry(r.key, ts, ts, value, r.src))
         elif plan.reducer is None:
-            for start, _end in window.assign(ts):
+            for start, _end in window.windows_of(ts):
                 passthrough.append((r, start))
         else:
-            for start, end in window.assign(ts):
+            for start, end in window.windows_of(ts):
                 entries.append(WindowEntry(r.key, start, end, value, r.src))
     clock: Optional[float] = None
     if event_time:
