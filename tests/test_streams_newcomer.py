@@ -164,3 +164,27 @@ def test_window_durations_at_the_caps_are_accepted_and_run():
     assert [op["value"]["windowStart"] for op in work.state_ops if op["key"] != "__wm__"] == [0]
     with pytest.raises(InvalidInputError, match="event_time returned -1: it falls in a tumbling window starting before year 1"):
         process_batch(plan, "q", PID, "P1", "L1", [msg(1, T0, {"ts": -1})], {}, T0)
+
+
+# 4. avg helper names -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("names", [["__avg_sum"], ["__avg_count"], ["__avg_sum", "__avg_count"]])
+def test_avg_helper_names_are_refused_with_avg(names):
+    extractors = {"avg": lambda v: v, **{n: (lambda v: 1) for n in names}}
+    with pytest.raises(InvalidInputError, match="with 'avg', __avg_sum and __avg_count .* rename the extractors? "
+                                                + re.escape(", ".join(map(repr, names)))):
+        Stream.from_(Q("s")).window_tumbling(seconds=1).aggregate(extractors)
+
+
+def test_avg_helper_names_without_avg_are_ordinary_fields():
+    plan = (Stream.from_(Q("s")).window_tumbling(seconds=1, idle_flush_ms=0).aggregate({"__avg_sum": lambda v: v["x"]})
+            .to(Q("o")).compile())
+    work = process_batch(plan, "q", PID, "P1", "L1", [msg(1, T0, {"x": 2}), msg(2, T0 + 1, {"x": 3}),
+                                                      msg(3, T0 + 1000, {"x": 0})], {}, T0)
+    assert [it["payload"] for it in work.push_items] == [{"__avg_sum": 5}]
+    avg = (Stream.from_(Q("s")).window_tumbling(seconds=1, idle_flush_ms=0).aggregate({"avg": lambda v: v["x"]})
+           .to(Q("o")).compile())
+    work = process_batch(avg, "q", PID, "P1", "L1", [msg(1, T0, {"x": 2}), msg(2, T0 + 1, {"x": 3}),
+                                                     msg(3, T0 + 1000, {"x": 0})], {}, T0)
+    assert [it["payload"] for it in work.push_items] == [{"avg": 2.5}]

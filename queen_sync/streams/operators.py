@@ -129,6 +129,9 @@ class ReduceOperator:
 
 
 _NUMBER_TYPES = (int, float)
+#: the state fields of an ``avg`` aggregate (kept in the row, as the official runtime stores
+#: them, never emitted); with ``avg``, no extractor may have these names
+AVG_HELPERS = ("__avg_sum", "__avg_count")
 
 
 def _num(v: Any) -> bool:
@@ -141,7 +144,8 @@ class AggregateOperator(ReduceOperator):
     (0 for a non-number), ``min`` / ``max`` keep the extreme number (None until one is
     seen), ``avg`` is sum / count of the numbers seen (0 before). The emitted value has
     exactly the extractor names (the avg helpers ``__avg_sum`` / ``__avg_count`` stay in the
-    state row, as the official runtime stores them)."""
+    state row, as the official runtime stores them; with ``avg`` no extractor may have those
+    names: InvalidInputError)."""
 
     kind = "aggregate"
 
@@ -156,13 +160,18 @@ class AggregateOperator(ReduceOperator):
                 raise InvalidInputError("aggregate() field names must be non-empty str, got %r" % (name,))
             check_arity(fn, 1, "aggregate extractor %r" % name)
             fields.append((name, fn))
+        if "avg" in extractors:
+            clash = [n for n in AVG_HELPERS if n in extractors]
+            if clash:
+                raise InvalidInputError(
+                    "aggregate(): with 'avg', %s and %s are the avg accumulator's own state fields; rename the "
+                    "extractor%s %s" % (AVG_HELPERS + ("s" if len(clash) > 1 else "", ", ".join(map(repr, clash)))))
         initial: Dict[str, Any] = {}
         for name, _ in fields:
             if name in ("min", "max"):
                 initial[name] = None
             elif name == "avg":
-                initial["__avg_sum"] = 0
-                initial["__avg_count"] = 0
+                initial.update(dict.fromkeys(AVG_HELPERS, 0))
                 initial["avg"] = 0
             else:
                 initial[name] = 0
@@ -170,7 +179,7 @@ class AggregateOperator(ReduceOperator):
         super().__init__(self._fold, initial)
         self.fields = [n for n, _ in fields]
         self.config = {"fields": list(self.fields)}
-        self.hidden = tuple(k for k in ("__avg_sum", "__avg_count") if k in initial and k not in self.fields)
+        self.hidden = AVG_HELPERS if "avg" in self.fields else ()
 
     def _fold(self, acc: Any, value: Any) -> Dict[str, Any]:
         nxt = dict(acc) if isinstance(acc, dict) else {}
