@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import pytest
+from _helpers import wait_for
 from _streams_fake import FakeBroker, FakeSource
 from _streams_util import PID, Q, msg
 
@@ -188,3 +189,35 @@ def test_avg_helper_names_without_avg_are_ordinary_fields():
     work = process_batch(avg, "q", PID, "P1", "L1", [msg(1, T0, {"x": 2}), msg(2, T0 + 1, {"x": 3}),
                                                      msg(3, T0 + 1000, {"x": 0})], {}, T0)
     assert [it["payload"] for it in work.push_items] == [{"avg": 2.5}]
+
+
+# 5. U+001F in a window key -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("window", ["tumbling", "session"])
+def test_a_window_key_with_the_unit_separator_is_an_error_of_key_by(window):
+    s = Stream.from_(Q("s")).key_by(lambda m: m["data"]["who"])
+    s = s.window_tumbling(seconds=1, idle_flush_ms=0) if window == "tumbling" else s.window_session(gap=1, idle_flush_ms=0)
+    plan = s.aggregate({"count": lambda v: 1}).to(Q("o")).compile()
+    with pytest.raises(InvalidInputError, match=r"key_by\(\) returned 'a\\x1fb' for message m000002: a window key "
+                                                "cannot contain U\\+001F"):
+        process_batch(plan, "q", PID, "P1", "L1", [msg(1, T0, {"who": "ok"}), msg(2, T0, {"who": "a\x1fb"})], {}, T0)
+    # a gate keys its state rows by the key alone: no separator there to collide with
+    gated = Stream.from_(Q("s")).key_by(lambda m: m["data"]["who"]).gate(lambda v, ctx: True).to(Q("o")).compile()
+    work = process_batch(gated, "q", PID, "P1", "L1", [msg(1, T0, {"who": "a\x1fb"})], {}, T0)
+    assert work.acked == 1 and [op["key"] for op in work.state_ops] == ["a\x1fb"]
+
+
+def test_the_runner_reports_the_key_error_and_commits_nothing():
+    broker = FakeBroker()
+    broker.push("A", {"who": "a\x1fb"}, T0)
+    seen = []
+    r = (Stream.from_(FakeSource(broker)).key_by(lambda m: m["data"]["who"]).window_tumbling(seconds=1, idle_flush_ms=0)
+         .aggregate({"count": lambda v: 1}).to(Q("o"))
+         .run("qsep", max_wait_millis=10, on_error=lambda e, ctx: seen.append((e, ctx["phase"]))))
+    with r:
+        wait_for(lambda: seen, what="on_error")
+    exc, phase = seen[0]
+    assert type(exc) is InvalidInputError and "key_by()" in str(exc) and phase == "cycle"
+    assert [path for path, _ in broker.calls if path == "/streams/v1/cycle"] == [] and broker.state == {}
+    assert r.metrics()["messagesTotal"] == 0

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..errors import InvalidInputError
 from .gates import evaluate_gate
 from .state import SEP, WATERMARK_KEY, parse_iso_ms, sink_transaction_id
 from .windows import SessionWindow, WindowEmit, WindowEntry, fold_windows, ripe_emits, run_sessions
@@ -85,6 +86,11 @@ def _pre(plan: Any, messages: List[Dict[str, Any]], partition_id: str) -> List[R
         if plan.key_by is not None:
             for r in recs:
                 r.key = str(plan.key_by.fn(r.msg))
+                if plan.window is not None and SEP in r.key:
+                    # it would split the window's state key into other parts: an error of key_by
+                    raise InvalidInputError(
+                        "key_by() returned %r for message %s: a window key cannot contain U+001F (the unit "
+                        "separator that joins the parts of a state key)" % (r.key, src))
         for i, r in enumerate(recs):
             r.sub = i
         out.extend(recs)
@@ -164,7 +170,8 @@ def process_batch(
         watermark: the event-time watermark known before this batch (a ``__wm__`` row in
             ``loaded`` wins).
 
-    User callables that raise propagate (the runner abandons the cycle).
+    User callables that raise propagate (the runner abandons the cycle), and so do their
+    errors: a ``key_by`` key containing U+001F in a chain with a window (InvalidInputError).
     """
     work = CycleWork()
     # the partition's order as popped (its cursor order): the ack of the last one then covers
