@@ -221,3 +221,36 @@ def test_the_runner_reports_the_key_error_and_commits_nothing():
     assert type(exc) is InvalidInputError and "key_by()" in str(exc) and phase == "cycle"
     assert [path for path, _ in broker.calls if path == "/streams/v1/cycle"] == [] and broker.state == {}
     assert r.metrics()["messagesTotal"] == 0
+
+
+# 6. a window without a reducer drops no late event -------------------------------------
+
+
+@pytest.mark.parametrize("on_late", ["drop", "include"])
+def test_a_window_without_a_reducer_passes_late_events_through_as_the_official_sdk(on_late):
+    """The official runtime keeps no watermark on that path, so no event is late; before, the
+    runner kept one per partition and dropped (and counted) every event older than it."""
+    broker = FakeBroker()
+    times = [T0 + 5000, T0 + 6000, T0 + 1000, T0 + 7000, T0]  # 1000 and 0 are behind the max seen
+    for i, ts in enumerate(times):
+        broker.push("A", {"ts": ts, "i": i})
+    r = (Stream.from_(FakeSource(broker)).window_tumbling(seconds=1, event_time=lambda m: m["data"]["ts"],
+                                                          on_late=on_late)
+         .map(lambda m: m["data"]).to(Q("o")).run("qlate", batch_size=1, max_wait_millis=10))
+    with r:
+        wait_for(lambda: r.metrics()["messagesTotal"] == 5, what="5 messages")
+    assert [p["i"] for p in broker.sink_payloads()] == [0, 1, 2, 3, 4]
+    assert r.metrics()["lateEventsTotal"] == 0
+    assert [path for path, _ in broker.calls if path == "/streams/v1/state/get"] == []
+    assert all(c["state_ops"] == [] for path, c in broker.calls if path == "/streams/v1/cycle")
+
+
+def test_a_window_with_a_reducer_still_drops_late_events():
+    plan = (Stream.from_(Q("s")).window_tumbling(seconds=1, idle_flush_ms=0, event_time=lambda m: m["data"]["ts"])
+            .aggregate({"count": lambda v: 1}).to(Q("o")).compile())
+    work = process_batch(plan, "q", PID, "P1", "L1", [msg(1, T0, {"ts": T0})], {}, T0, watermark=T0 + 5000)
+    assert work.late == 1 and work.state_ops == [{"type": "upsert", "key": "__wm__", "value": {"eventTimeMs": T0 + 5000}}]
+    passthrough = (Stream.from_(Q("s")).window_tumbling(seconds=1, event_time=lambda m: m["data"]["ts"])
+                   .to(Q("o")).compile())
+    work = process_batch(passthrough, "q", PID, "P1", "L1", [msg(1, T0, {"ts": T0})], {}, T0, watermark=T0 + 5000)
+    assert work.late == 0 and len(work.push_items) == 1 and work.watermark is None

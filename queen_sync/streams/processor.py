@@ -196,7 +196,12 @@ def _window_batch(plan: Any, work: CycleWork, query: str, partition_id: str, par
                   watermark: Optional[float]) -> None:
     window = plan.window
     event_time = window.event_time_fn is not None
-    if event_time:
+    # a window without a reducer keeps no state and, as in the official SDK, no watermark:
+    # it passes every event through, none is late (0.15 never sets one on that path)
+    watermarked = event_time and plan.reducer is not None
+    if not watermarked:
+        watermark = None
+    else:
         wm_row = loaded.get(WATERMARK_KEY)
         if isinstance(wm_row, dict) and isinstance(wm_row.get("eventTimeMs"), (int, float)):
             watermark = wm_row["eventTimeMs"]
@@ -211,7 +216,7 @@ def _window_batch(plan: Any, work: CycleWork, query: str, partition_id: str, par
             work.errors.append((RuntimeError("%s could not determine the timestamp of message %s"
                                              % (window.config_kind, r.src)), "window-apply"))
             continue
-        if event_time:
+        if watermarked:
             if ts > max_seen:
                 max_seen = ts
             if watermark is not None and ts < watermark and window.on_late == "drop":
@@ -227,7 +232,7 @@ def _window_batch(plan: Any, work: CycleWork, query: str, partition_id: str, par
             for start, end in window.windows_of(ts):
                 entries.append(WindowEntry(r.key, start, end, value, r.src))
     clock: Optional[float] = None
-    if event_time:
+    if watermarked:
         base = watermark if watermark is not None else -math.inf
         adv = max(base, max_seen - window.allowed_lateness_ms if max_seen > -math.inf else -math.inf)
         if adv > -math.inf:
