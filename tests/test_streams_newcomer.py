@@ -6,17 +6,23 @@ a reducer, and the process-wide partition lock."""
 from __future__ import annotations
 
 import functools
+import gc
 import re
+import sys
+import threading
+import time
+import weakref
 from typing import Any
 
 import pytest
-from _helpers import wait_for
+from _helpers import libc_fork_child, run_forked, wait_for
 from _streams_fake import FakeBroker, FakeSource
 from _streams_util import PID, Q, msg
 
 from queen_sync import Queen
 from queen_sync.errors import InvalidInputError
 from queen_sync.streams import Stream, sliding_window_gate, token_bucket_gate
+from queen_sync.streams._partition_locks import partition_lock
 from queen_sync.streams.processor import process_batch
 
 T0 = 1796115000000
@@ -254,3 +260,111 @@ def test_a_window_with_a_reducer_still_drops_late_events():
                    .to(Q("o")).compile())
     work = process_batch(passthrough, "q", PID, "P1", "L1", [msg(1, T0, {"ts": T0})], {}, T0, watermark=T0 + 5000)
     assert work.late == 0 and len(work.push_items) == 1 and work.watermark is None
+
+
+# 7. the partition lock is per (query, partition), process-wide -------------------------
+
+
+class _PausableSource(FakeSource):
+    """A FakeSource whose pops answer [] while ``paused`` is set; ``seen_paused`` counts the
+    pops that saw the pause (after the first one, no unpaused pop can still be in flight:
+    the runner pops from one thread)."""
+
+    def __init__(self, broker: FakeBroker, paused: threading.Event, seen_paused: list) -> None:
+        super().__init__(broker)
+        self.paused = paused
+        self.seen_paused = seen_paused
+
+    def _set(self, **kw: Any) -> "_PausableSource":
+        new = _PausableSource(self.broker, self.paused, self.seen_paused)
+        new._session = self._session
+        new.opts = dict(self.opts, **kw)
+        return new
+
+    def pop(self) -> Any:
+        if self.paused.is_set():
+            self.seen_paused.append(1)
+            self.paused.wait(0.01)
+            return []
+        return super().pop()
+
+
+def test_a_runner_does_not_flush_a_partition_another_runner_of_the_query_is_cycling():
+    """Two runners of one query in one process: while runner 1 is in a cycle of partition A,
+    runner 2's idle flush skips A (before: each runner had its own lock, so runner 2 emitted
+    the window with one event and deleted its row, and runner 1 then wrote it back with two)."""
+    broker = FakeBroker()
+    entered, release = threading.Event(), threading.Event()
+
+    def count(v):  # type: ignore[no-untyped-def]
+        if v["block"]:
+            entered.set()
+            release.wait(10)
+        return 1
+
+    old = int(time.time() * 1000) - 60000  # a window long closed by the wall clock
+    paused, seen_paused = threading.Event(), []
+
+    def stream(src):  # type: ignore[no-untyped-def]
+        return (Stream.from_(src).window_tumbling(seconds=1, idle_flush_ms=60000)
+                .aggregate({"count": count}).to(Q("o")))
+
+    broker.push("A", {"block": False}, old)
+    r2 = stream(_PausableSource(broker, paused, seen_paused)).run("qlock", max_wait_millis=10)
+    r1 = None
+    try:
+        wait_for(lambda: r2.metrics()["messagesTotal"] == 1, what="runner 2's first cycle")
+        paused.set()
+        wait_for(lambda: seen_paused, what="runner 2 paused")
+        r1 = stream(FakeSource(broker)).run("qlock", max_wait_millis=10)
+        broker.push("A", {"block": True}, old + 1)
+        assert entered.wait(10), "runner 1 never reached its cycle"
+        calls = len(broker.calls)
+        r2._flush_tick(0)  # every partition of runner 2 counts as idle
+        assert len(broker.calls) == calls, "runner 2 flushed partition A during runner 1's cycle"
+        release.set()
+        wait_for(lambda: r1.metrics()["messagesTotal"] == 1, what="runner 1's cycle")
+        r2._flush_tick(0)
+        assert broker.sink_payloads() == [{"count": 2}]
+        assert r2.metrics()["flushCyclesTotal"] == 1
+    finally:
+        release.set()
+        paused.clear()
+        r2.stop()
+        if r1 is not None:
+            r1.stop()
+
+
+def test_partition_locks_are_shared_per_query_and_partition_and_freed_when_unused():
+    a = partition_lock("q-newcomer", "P")
+    assert partition_lock("q-newcomer", "P") is a
+    assert partition_lock("q-newcomer", "P2") is not a and partition_lock("other", "P") is not a
+    gone = weakref.ref(a)
+    del a
+    gc.collect()
+    assert gone() is None  # the weak map kept nothing alive
+    # a runner takes the process-wide lock of its query's partition
+    broker = FakeBroker()
+    broker.push("A", {"x": 1})
+    with Stream.from_(FakeSource(broker)).map(lambda m: m["data"]).to(Q("o")).run("q-shared", max_wait_millis=10) as r:
+        wait_for(lambda: r.metrics()["messagesTotal"] == 1, what="the message")
+        pid = broker.parts["A"].id
+        assert r._partitions[pid].lock is partition_lock("q-shared", pid)
+        assert partition_lock("q-other", pid) is not r._partitions[pid].lock
+
+
+@pytest.mark.parametrize("fork", ["os", "libc"])
+def test_partition_locks_are_renewed_in_a_forked_child(fork):
+    if fork == "libc" and not sys.platform.startswith("linux"):
+        pytest.skip("libc fork: Linux only")
+    held = partition_lock("q-fork", "P")
+    assert held.acquire(blocking=False)
+    try:
+        def child():  # type: ignore[no-untyped-def]
+            fresh = partition_lock("q-fork", "P")
+            return fresh is not held and fresh.acquire(blocking=False)
+
+        assert (run_forked(child, timeout=30) if fork == "os" else libc_fork_child(child, timeout=30)) == 0
+        assert partition_lock("q-fork", "P") is held and held.locked()
+    finally:
+        held.release()

@@ -5,7 +5,9 @@ commit everything through ``/streams/v1/cycle``.
 Threads: one pop thread (long polls for the group ``streams.<query_id>``), a pool of
 ``max_partitions`` cycle workers, and, for a window with ``idle_flush_ms > 0``, a flush
 thread. A partition's cycles and its idle flush take the partition's lock, so they never
-run at the same time (0.15's runtime races there). The idle flush only visits partitions
+run at the same time (0.15's runtime races there); that lock is one per (query, partition)
+in the process (:mod:`._partition_locks`), so two runners of one query in a process never
+flush a partition while the other cycles it. The idle flush only visits partitions
 idle for one interval (no batch queued, no cycle ended in it): busy partitions close their
 windows by stream time in their cycles, so a draining backlog is never split into partial
 windows by the wall clock (0.15 flushes every recent partition on every tick).
@@ -42,6 +44,7 @@ from ..errors import ClientClosedError, InvalidInputError, QueenConnectionError,
 from ..wire import streams as wire
 from . import _binding
 from ._callables import check_arity
+from ._partition_locks import partition_lock
 from .processor import CycleWork, flush_request, needs_state, process_batch, process_flush
 
 __all__ = ["RunOptions", "StreamRunner", "stop_runners_for", "running_runners"]
@@ -111,15 +114,16 @@ class RunOptions:
 
 
 class _Partition:
-    """Per-partition bookkeeping: the lock shared by its cycles and flushes, its queue of
-    popped batches, its name and event-time watermark."""
+    """Per-partition bookkeeping: the lock taken by its cycles and flushes (the process-wide
+    one of the query's partition, shared with the other runners of the query in this
+    process), its queue of popped batches, its name and event-time watermark."""
 
     __slots__ = ("pid", "name", "lock", "pending", "scheduled", "touched", "last_cycle", "watermark", "held")
 
-    def __init__(self, pid: str, name: Optional[str]) -> None:
+    def __init__(self, query: str, pid: str, name: Optional[str]) -> None:
         self.pid = pid
         self.name = name
-        self.lock = threading.Lock()
+        self.lock = partition_lock(query, pid)
         self.pending: Deque[Dict[str, Any]] = deque()
         self.scheduled = False
         self.touched = 0.0  # time.monotonic() of the last batch queued
@@ -445,7 +449,7 @@ class StreamRunner:
         with self._lock:
             p = self._partitions.get(g["pid"])
             if p is None:
-                p = self._partitions[g["pid"]] = _Partition(g["pid"], g["name"])
+                p = self._partitions[g["pid"]] = _Partition(self._query, g["pid"], g["name"])
             p.name = g["name"] or p.name
             p.touched = time.monotonic()
             p.pending.append(g)
