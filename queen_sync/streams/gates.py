@@ -17,6 +17,7 @@ import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import InvalidInputError
+from ._callables import check_arity
 
 __all__ = ["GateContext", "token_bucket_gate", "sliding_window_gate", "evaluate_gate"]
 
@@ -72,12 +73,12 @@ def token_bucket_gate(
     ``min(refill_per_sec, capacity / lease seconds)``.
 
     Raises:
-        InvalidInputError: a non-positive capacity / refill rate or a non-callable cost_fn.
+        InvalidInputError: a non-positive capacity / refill rate, or a cost_fn that is not a
+            callable of one argument.
     """
     _positive("token_bucket_gate capacity", capacity)
     _positive("token_bucket_gate refill_per_sec", refill_per_sec)
-    if not callable(cost_fn):
-        raise InvalidInputError("token_bucket_gate cost_fn must be callable")
+    check_arity(cost_fn, 1, "token_bucket_gate cost_fn")
 
     def token_bucket(value: Any, ctx: GateContext) -> bool:
         now = ctx.stream_time_ms
@@ -113,12 +114,12 @@ def sliding_window_gate(
     number), ``currentCount``, ``previousCount``.
 
     Raises:
-        InvalidInputError: a non-positive limit or window, or a non-callable cost_fn.
+        InvalidInputError: a non-positive limit or window, or a cost_fn that is not a callable
+            of one argument.
     """
     _positive("sliding_window_gate limit", limit)
     _positive("sliding_window_gate window_sec", window_sec)
-    if not callable(cost_fn):
-        raise InvalidInputError("sliding_window_gate cost_fn must be callable")
+    check_arity(cost_fn, 1, "sliding_window_gate cost_fn")
     window_ms = window_sec * 1000
 
     def sliding_window(value: Any, ctx: GateContext) -> bool:

@@ -14,17 +14,19 @@ official runtime:
   ``gate(fn(value, ctx))``; ``foreach(fn(value, ctx))``.
 
 Callables taking one argument are called with one where the official SDK accepts that
-(map, filter, flat_map, foreach).
+(map, filter, flat_map, foreach). Every callable is checked when the operator is made
+(:func:`~queen_sync.streams._callables.check_arity`): one that cannot take the arguments its
+operator passes raises InvalidInputError then, not in the first cycle.
 """
 
 from __future__ import annotations
 
 import copy
-import inspect
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..errors import InvalidInputError
 from .._validate import validate_name
+from ._callables import check_arity, two_arg
 
 __all__ = [
     "two_arg",
@@ -40,50 +42,6 @@ __all__ = [
     "queue_name_of",
     "check_source_builder",
 ]
-
-
-def _check_callable(fn: Any, what: str) -> None:
-    if not callable(fn):
-        raise InvalidInputError("%s needs a callable, got %r" % (what, fn))
-    if inspect.iscoroutinefunction(fn):
-        raise InvalidInputError("%s: coroutine functions are not supported (queen_sync is blocking)" % what)
-
-
-def _positional_capacity(fn: Callable[..., Any]) -> Optional[float]:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    n = 0.0
-    for p in sig.parameters.values():
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            n += 1
-        elif p.kind == p.VAR_POSITIONAL:
-            return float("inf")
-    return n
-
-
-def two_arg(fn: Callable[..., Any], what: str) -> Callable[[Any, Any], Any]:
-    """``fn`` as a two-argument callable: called ``fn(a, b)`` when it takes two positional
-    arguments, else ``fn(a)``. Decided once from the signature (a TypeError raised inside
-    ``fn`` is never mistaken for an arity mismatch); when the signature cannot be read, the
-    official SDK's rule applies (``fn(a, b)``, and ``fn(a)`` after a TypeError)."""
-    _check_callable(fn, what)
-    cap = _positional_capacity(fn)
-    if cap is None:
-
-        def fallback(a: Any, b: Any) -> Any:
-            try:
-                return fn(a, b)
-            except TypeError:
-                return fn(a)
-
-        return fallback
-    if cap >= 2:
-        return fn
-    if cap == 1:
-        return lambda a, _b: fn(a)
-    raise InvalidInputError("%s needs a callable taking 1 or 2 positional arguments" % what)
 
 
 class MapOperator:
@@ -129,8 +87,7 @@ class KeyByOperator:
     kind = "keyBy"
 
     def __init__(self, fn: Callable[[Any], Any]) -> None:
-        _check_callable(fn, "key_by()")
-        self.fn = fn
+        self.fn = check_arity(fn, 1, "key_by()")
         self.config: Dict[str, Any] = {}
 
 
@@ -141,8 +98,7 @@ class ReduceOperator:
     kind = "reduce"
 
     def __init__(self, fn: Callable[[Any, Any], Any], initial: Any = None) -> None:
-        _check_callable(fn, "reduce()")
-        self.fn = fn
+        self.fn = check_arity(fn, 2, "reduce()")
         self.initial = initial
         self.config: Dict[str, Any] = {"hasInitial": initial is not None}
         #: accumulator fields kept in state but not emitted (aggregate's avg helpers)
@@ -173,6 +129,9 @@ class ReduceOperator:
 
 
 _NUMBER_TYPES = (int, float)
+#: the state fields of an ``avg`` aggregate (kept in the row, as the official runtime stores
+#: them, never emitted); with ``avg``, no extractor may have these names
+AVG_HELPERS = ("__avg_sum", "__avg_count")
 
 
 def _num(v: Any) -> bool:
@@ -185,7 +144,8 @@ class AggregateOperator(ReduceOperator):
     (0 for a non-number), ``min`` / ``max`` keep the extreme number (None until one is
     seen), ``avg`` is sum / count of the numbers seen (0 before). The emitted value has
     exactly the extractor names (the avg helpers ``__avg_sum`` / ``__avg_count`` stay in the
-    state row, as the official runtime stores them)."""
+    state row, as the official runtime stores them; with ``avg`` no extractor may have those
+    names: InvalidInputError)."""
 
     kind = "aggregate"
 
@@ -198,15 +158,20 @@ class AggregateOperator(ReduceOperator):
         for name, fn in extractors.items():
             if not isinstance(name, str) or not name:
                 raise InvalidInputError("aggregate() field names must be non-empty str, got %r" % (name,))
-            _check_callable(fn, "aggregate.%s" % name)
+            check_arity(fn, 1, "aggregate extractor %r" % name)
             fields.append((name, fn))
+        if "avg" in extractors:
+            clash = [n for n in AVG_HELPERS if n in extractors]
+            if clash:
+                raise InvalidInputError(
+                    "aggregate(): with 'avg', %s and %s are the avg accumulator's own state fields; rename the "
+                    "extractor%s %s" % (AVG_HELPERS + ("s" if len(clash) > 1 else "", ", ".join(map(repr, clash)))))
         initial: Dict[str, Any] = {}
         for name, _ in fields:
             if name in ("min", "max"):
                 initial[name] = None
             elif name == "avg":
-                initial["__avg_sum"] = 0
-                initial["__avg_count"] = 0
+                initial.update(dict.fromkeys(AVG_HELPERS, 0))
                 initial["avg"] = 0
             else:
                 initial[name] = 0
@@ -214,7 +179,7 @@ class AggregateOperator(ReduceOperator):
         super().__init__(self._fold, initial)
         self.fields = [n for n, _ in fields]
         self.config = {"fields": list(self.fields)}
-        self.hidden = tuple(k for k in ("__avg_sum", "__avg_count") if k in initial and k not in self.fields)
+        self.hidden = AVG_HELPERS if "avg" in self.fields else ()
 
     def _fold(self, acc: Any, value: Any) -> Dict[str, Any]:
         nxt = dict(acc) if isinstance(acc, dict) else {}
@@ -244,8 +209,7 @@ class GateOperator:
     kind = "gate"
 
     def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
-        _check_callable(fn, "gate()")
-        self.fn = fn
+        self.fn = check_arity(fn, 2, "gate()")
         self.config: Dict[str, Any] = {}
 
     def allows(self, value: Any, ctx: Any) -> bool:
@@ -318,6 +282,8 @@ class SinkOperator:
             raise InvalidInputError(".to(partition=) takes None, a str or a callable, got %r" % (partition,))
         if isinstance(partition, str):
             validate_name(".to(partition=) partition", partition)
+        elif partition is not None:
+            check_arity(partition, 1, ".to(partition=fn)")
         self.partition = partition
         self.config: Dict[str, Any] = {"kind": "sink", "queue": self.queue_name}
 

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..errors import InvalidInputError
 from .gates import evaluate_gate
 from .state import SEP, WATERMARK_KEY, parse_iso_ms, sink_transaction_id
 from .windows import SessionWindow, WindowEmit, WindowEntry, fold_windows, ripe_emits, run_sessions
@@ -85,6 +86,11 @@ def _pre(plan: Any, messages: List[Dict[str, Any]], partition_id: str) -> List[R
         if plan.key_by is not None:
             for r in recs:
                 r.key = str(plan.key_by.fn(r.msg))
+                if plan.window is not None and SEP in r.key:
+                    # it would split the window's state key into other parts: an error of key_by
+                    raise InvalidInputError(
+                        "key_by() returned %r for message %s: a window key cannot contain U+001F (the unit "
+                        "separator that joins the parts of a state key)" % (r.key, src))
         for i, r in enumerate(recs):
             r.sub = i
         out.extend(recs)
@@ -164,7 +170,8 @@ def process_batch(
         watermark: the event-time watermark known before this batch (a ``__wm__`` row in
             ``loaded`` wins).
 
-    User callables that raise propagate (the runner abandons the cycle).
+    User callables that raise propagate (the runner abandons the cycle), and so do their
+    errors: a ``key_by`` key containing U+001F in a chain with a window (InvalidInputError).
     """
     work = CycleWork()
     # the partition's order as popped (its cursor order): the ack of the last one then covers
@@ -189,7 +196,12 @@ def _window_batch(plan: Any, work: CycleWork, query: str, partition_id: str, par
                   watermark: Optional[float]) -> None:
     window = plan.window
     event_time = window.event_time_fn is not None
-    if event_time:
+    # a window without a reducer keeps no state and, as in the official SDK, no watermark:
+    # it passes every event through, none is late (0.15 never sets one on that path)
+    watermarked = event_time and plan.reducer is not None
+    if not watermarked:
+        watermark = None
+    else:
         wm_row = loaded.get(WATERMARK_KEY)
         if isinstance(wm_row, dict) and isinstance(wm_row.get("eventTimeMs"), (int, float)):
             watermark = wm_row["eventTimeMs"]
@@ -204,7 +216,7 @@ def _window_batch(plan: Any, work: CycleWork, query: str, partition_id: str, par
             work.errors.append((RuntimeError("%s could not determine the timestamp of message %s"
                                              % (window.config_kind, r.src)), "window-apply"))
             continue
-        if event_time:
+        if watermarked:
             if ts > max_seen:
                 max_seen = ts
             if watermark is not None and ts < watermark and window.on_late == "drop":
@@ -214,13 +226,13 @@ def _window_batch(plan: Any, work: CycleWork, query: str, partition_id: str, par
         if isinstance(window, SessionWindow):
             entries.append(WindowEntry(r.key, ts, ts, value, r.src))
         elif plan.reducer is None:
-            for start, _end in window.assign(ts):
+            for start, _end in window.windows_of(ts):
                 passthrough.append((r, start))
         else:
-            for start, end in window.assign(ts):
+            for start, end in window.windows_of(ts):
                 entries.append(WindowEntry(r.key, start, end, value, r.src))
     clock: Optional[float] = None
-    if event_time:
+    if watermarked:
         base = watermark if watermark is not None else -math.inf
         adv = max(base, max_seen - window.allowed_lateness_ms if max_seen > -math.inf else -math.inf)
         if adv > -math.inf:

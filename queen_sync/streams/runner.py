@@ -5,7 +5,9 @@ commit everything through ``/streams/v1/cycle``.
 Threads: one pop thread (long polls for the group ``streams.<query_id>``), a pool of
 ``max_partitions`` cycle workers, and, for a window with ``idle_flush_ms > 0``, a flush
 thread. A partition's cycles and its idle flush take the partition's lock, so they never
-run at the same time (0.15's runtime races there). The idle flush only visits partitions
+run at the same time (0.15's runtime races there); that lock is one per (query, partition)
+in the process (:mod:`._partition_locks`), so two runners of one query in a process never
+flush a partition while the other cycles it. The idle flush only visits partitions
 idle for one interval (no batch queued, no cycle ended in it): busy partitions close their
 windows by stream time in their cycles, so a draining backlog is never split into partial
 windows by the wall clock (0.15 flushes every recent partition on every tick).
@@ -37,10 +39,12 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Deque, Dict, List, Optional
 
 from .. import _fork
-from .._validate import int_arg
+from .._validate import int_arg, timestamp_arg, validate_name
 from ..errors import ClientClosedError, InvalidInputError, QueenConnectionError, QueenHTTPError, StreamsCycleError
 from ..wire import streams as wire
 from . import _binding
+from ._callables import check_arity
+from ._partition_locks import partition_lock
 from .processor import CycleWork, flush_request, needs_state, process_batch, process_flush
 
 __all__ = ["RunOptions", "StreamRunner", "stop_runners_for", "running_runners"]
@@ -75,29 +79,51 @@ class RunOptions:
     on_error: Optional[Callable[[BaseException, Dict[str, Any]], Any]]
 
     @classmethod
-    def make(cls, **kw: Any) -> "RunOptions":
+    def make(cls, *, query_id: str, **kw: Any) -> "RunOptions":
+        """Check every option of :meth:`Stream.run` (``consumer_group`` None: the query's
+        own group ``streams.<query_id>``) and return them.
+
+        Raises:
+            InvalidInputError: a bad option; nothing has been sent.
+        """
         int_arg("batch_size", kw["batch_size"], 1)
         int_arg("max_partitions", kw["max_partitions"], 1)
         int_arg("max_wait_millis", kw["max_wait_millis"], 0)
-        if kw["on_error"] is not None and not callable(kw["on_error"]):
-            raise InvalidInputError("on_error must be callable")
+        if kw["on_error"] is not None:
+            check_arity(kw["on_error"], 2, "run(on_error=)")
         if not isinstance(kw["reset"], bool):
             raise InvalidInputError("reset must be a bool")
-        if not isinstance(kw["consumer_group"], str) or not kw["consumer_group"]:
-            raise InvalidInputError("consumer_group must be a non-empty str")
+        mode = kw["subscription_mode"]
+        if mode is not None and mode not in ("all", "new"):
+            raise InvalidInputError("subscription_mode must be None, 'all' or 'new', got %r" % (mode,))
+        if kw["subscription_from"] is not None:
+            timestamp_arg("subscription_from", kw["subscription_from"], allow_now=True)
+        group = kw["consumer_group"]
+        if group is None:
+            group = kw["consumer_group"] = "streams.%s" % query_id
+            try:
+                validate_name("consumer group", group)
+            except InvalidInputError as err:
+                raise InvalidInputError(
+                    "run(%r): the query's consumer group %r is not a valid name (%s); use a query_id of "
+                    "A-Z a-z 0-9 . _ ~ - (at most 247 characters) or pass consumer_group=" % (query_id, group, err)
+                ) from None
+        else:
+            validate_name("run(consumer_group=) consumer group", group)
         return cls(**kw)
 
 
 class _Partition:
-    """Per-partition bookkeeping: the lock shared by its cycles and flushes, its queue of
-    popped batches, its name and event-time watermark."""
+    """Per-partition bookkeeping: the lock taken by its cycles and flushes (the process-wide
+    one of the query's partition, shared with the other runners of the query in this
+    process), its queue of popped batches, its name and event-time watermark."""
 
     __slots__ = ("pid", "name", "lock", "pending", "scheduled", "touched", "last_cycle", "watermark", "held")
 
-    def __init__(self, pid: str, name: Optional[str]) -> None:
+    def __init__(self, query: str, pid: str, name: Optional[str]) -> None:
         self.pid = pid
         self.name = name
-        self.lock = threading.Lock()
+        self.lock = partition_lock(query, pid)
         self.pending: Deque[Dict[str, Any]] = deque()
         self.scheduled = False
         self.touched = 0.0  # time.monotonic() of the last batch queued
@@ -197,14 +223,8 @@ class StreamRunner:
                 "uwsgidecorators.postfork function) or run uWSGI with --lazy-apps" % "Stream.run()"
             )
         plan = self._plan
-        reg = wire.register_query(
-            self._requester, name=self._query, source_queue=plan.source_queue, config_hash=plan.config_hash,
-            sink_queue=plan.sink_queue, reset=self._opts.reset,
-        )
-        self._server_id = reg["query_id"]
-        _log.info("stream query %r registered (id %s, fresh=%s, reset=%s)", self._query, self._server_id,
-                  reg.get("fresh"), reg.get("reset"))
         o = self._opts
+        # the pop builder first: whatever it refuses is refused before the register is sent
         qb = plan.source.batch(o.batch_size).wait(True).timeout_millis(o.max_wait_millis).group(o.consumer_group)
         if o.max_partitions > 1:
             qb = qb.partitions(o.max_partitions)
@@ -212,6 +232,13 @@ class StreamRunner:
             qb = qb.subscription_mode(o.subscription_mode)
         if o.subscription_from is not None:
             qb = qb.subscription_from(o.subscription_from)
+        reg = wire.register_query(
+            self._requester, name=self._query, source_queue=plan.source_queue, config_hash=plan.config_hash,
+            sink_queue=plan.sink_queue, reset=self._opts.reset,
+        )
+        self._server_id = reg["query_id"]
+        _log.info("stream query %r registered (id %s, fresh=%s, reset=%s)", self._query, self._server_id,
+                  reg.get("fresh"), reg.get("reset"))
         self._pop_builder = qb
         self._started_at_millis = _now_ms()
         self._started = True
@@ -422,7 +449,7 @@ class StreamRunner:
         with self._lock:
             p = self._partitions.get(g["pid"])
             if p is None:
-                p = self._partitions[g["pid"]] = _Partition(g["pid"], g["name"])
+                p = self._partitions[g["pid"]] = _Partition(self._query, g["pid"], g["name"])
             p.name = g["name"] or p.name
             p.touched = time.monotonic()
             p.pending.append(g)

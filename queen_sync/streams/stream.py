@@ -308,7 +308,12 @@ class Stream:
             the started :class:`~queen_sync.streams.runner.StreamRunner`.
 
         Raises:
-            InvalidInputError: bad arguments or chain (nothing sent).
+            InvalidInputError: a bad chain or argument, nothing sent: a ``batch_size`` /
+                ``max_partitions`` not an int >= 1, a ``max_wait_millis`` not an int of
+                0..31536000000, a ``subscription_mode`` other than ``"all"`` / ``"new"``, a
+                ``subscription_from`` neither ``"now"`` nor a timestamp the broker reads, a
+                consumer group (given, or ``streams.<query_id>``) that is not a valid name,
+                an ``on_error`` that cannot be called with two arguments.
             StreamsConfigHashError: the query exists with another chain and not ``reset``
                 (nothing started). StreamsError / QueenConnectionError: register failed.
 
@@ -318,13 +323,14 @@ class Stream:
             raise InvalidInputError("run() needs query_id=<non-empty str>")
         plan = self.compile()
         opts = RunOptions.make(
+            query_id=query_id,
             batch_size=batch_size,
             max_partitions=max_partitions,
             max_wait_millis=max_wait_millis,
             subscription_mode=subscription_mode,
             subscription_from=subscription_from,
             reset=reset,
-            consumer_group=consumer_group if consumer_group is not None else "streams.%s" % query_id,
+            consumer_group=consumer_group,
             on_error=on_error,
         )
         runner = StreamRunner(plan, query_id, opts)

@@ -21,10 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from .._validate import MAX_DURATION_MILLIS
 from ..errors import InvalidInputError
+from ._callables import check_arity
 from .state import SEP, parse_iso_ms, parse_window_state_key, session_state_key, to_iso_ms, window_state_key
 
 __all__ = [
+    "MAX_WINDOW_SECONDS",
     "WindowOperator",
     "TumblingWindow",
     "SlidingWindow",
@@ -45,17 +48,34 @@ _EVERY_MS = {"second": 1000, "minute": 60000, "hour": 3600000, "day": 86400000, 
 _WEEK_OFFSET_MS = 4 * 86400000
 
 
+#: the longest duration a window option takes, in seconds: the span of years 1..9999
+#: (315537897600 s, about 9999 years); the shortest non-zero one is 1 ms
+MAX_WINDOW_SECONDS = (_MAX_EVENT_MS + 1 - _MIN_EVENT_MS) // 1000
+_MIN_SECONDS = 0.001
+
+
 def _seconds(name: str, value: Any, *, positive: bool) -> Any:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+    """Check a duration in seconds: a number of 0.001..MAX_WINDOW_SECONDS (0 too when not
+    ``positive``). Ints are compared exactly (``math.isfinite`` of a huge int overflows)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not math.isfinite(value)):
         raise InvalidInputError("%s must be a number of seconds, got %r" % (name, value))
-    if positive and value <= 0 or value < 0:
+    if value < 0 or (positive and value == 0):
         raise InvalidInputError("%s must be %s, got %r" % (name, "> 0" if positive else ">= 0", value))
+    if value != 0 and value < _MIN_SECONDS:
+        raise InvalidInputError("%s must be %sat least 0.001 seconds (1 ms), got %r"
+                                % (name, "" if positive else "0 or ", value))
+    if value > MAX_WINDOW_SECONDS:
+        raise InvalidInputError("%s must be at most %d seconds (about 9999 years), got %r"
+                                % (name, MAX_WINDOW_SECONDS, value))
     return value
 
 
 def _idle_ms(value: Any) -> int:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-        raise InvalidInputError("idle_flush_ms must be a number of milliseconds >= 0, got %r" % (value,))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not math.isfinite(value)) or not 0 <= value <= MAX_DURATION_MILLIS:
+        raise InvalidInputError("idle_flush_ms must be a number of milliseconds of 0..%d (one year; 0 = no "
+                                "idle flush), got %r" % (MAX_DURATION_MILLIS, value))
     return int(value)
 
 
@@ -83,8 +103,8 @@ class WindowOperator:
         allowed_lateness: Any,
         on_late: Optional[str],
     ) -> None:
-        if event_time is not None and not callable(event_time):
-            raise InvalidInputError("event_time must be a callable returning epoch ms, got %r" % (event_time,))
+        if event_time is not None:
+            check_arity(event_time, 1, "event_time")
         self.grace_period = _seconds("grace_period", grace_period, positive=False)
         self.grace_ms = int(grace_period * 1000)
         self.idle_flush_ms = _idle_ms(idle_flush_ms)
@@ -137,6 +157,20 @@ class WindowOperator:
         """The ``(start, end)`` of every window the time ``ts`` falls in."""
         raise NotImplementedError
 
+    def windows_of(self, ts: int) -> List[Tuple[int, int]]:
+        """:meth:`assign`, refusing a window that would start before year 1 (a long window
+        and an event time before 1970: its start has no ISO form for the state key).
+
+        Raises:
+            InvalidInputError: an error of ``event_time``, handled as one that raises.
+        """
+        out = self.assign(ts)
+        if out and min(start for start, _ in out) < _MIN_EVENT_MS:
+            raise InvalidInputError(
+                "event_time returned %d: it falls in a %s window starting before year 1 (its start has no "
+                "timestamp form)" % (ts, self.window_kind))
+        return out
+
 
 class TumblingWindow(WindowOperator):
     """``.window_tumbling(seconds=...)``: back-to-back windows ``[k*s, (k+1)*s)``."""
@@ -150,8 +184,6 @@ class TumblingWindow(WindowOperator):
                          allowed_lateness=allowed_lateness, on_late=on_late)
         self.seconds = _seconds("window_tumbling seconds", seconds, positive=True)
         self.window_ms = int(seconds * 1000)
-        if self.window_ms <= 0:
-            raise InvalidInputError("window_tumbling seconds must be at least 0.001")
         self.tag = "tumb:%s" % (seconds,)
         self._finish_config({"seconds": seconds})
 
@@ -177,8 +209,6 @@ class SlidingWindow(WindowOperator):
             raise InvalidInputError("window_sliding: size (%r) must be a whole multiple of slide (%r)" % (size, slide))
         self.size_ms = int(size * 1000)
         self.slide_ms = int(slide * 1000)
-        if self.slide_ms <= 0:
-            raise InvalidInputError("window_sliding slide must be at least 0.001")
         self.per_event = int(size / slide)
         self.tag = "slide:%s:%s" % (size, slide)
         self._finish_config({"size": size, "slide": slide})
