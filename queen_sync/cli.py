@@ -438,6 +438,47 @@ def cmd_pop(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+class _StopSignals:
+    """SIGINT / SIGTERM while ``consume`` runs (main thread only; a context manager): the
+    first one sets ``stop`` (a graceful stop: what was popped is released); a second SIGINT
+    raises KeyboardInterrupt (the drain is aborted, exit status 130), a second SIGTERM ends
+    the process as SIGTERM does.
+
+    Not the consumer's ``handle_signals``: that one leaves a signal arriving once the consumer
+    is stopping to the previous handler, and the Ctrl-C that killed an ``--exec`` command
+    (which stops the consumer at once) often reaches this process just after it, which then
+    died of it (SIGTERM) or aborted (SIGINT). Here the signal that killed the command is the
+    first one.
+    """
+
+    def __init__(self, stop: threading.Event, why: Dict[str, str]) -> None:
+        self._stop = stop
+        self._why = why
+        self._seen = 0
+        self._prev: Dict[int, Any] = {}
+
+    def __enter__(self) -> "_StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._prev[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, prev in self._prev.items():
+            signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._seen += 1
+        if self._seen == 1:  # no lock here: only set the event (and a key, once)
+            self._why.setdefault("signal", "signal")
+            self._stop.set()
+            return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
 def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     # auto_ack off: the handler acks or nacks itself, so a closed stdout can release the
     # message instead (an exception would be a nack, retried into the dead-letter queue)
@@ -447,8 +488,8 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     if ns.idle_millis is not None:
         b = b.idle_millis(ns.idle_millis)
     command = ns.exec_cmd
-    stop = threading.Event()  # the consumer's stop_event: stdout closed, or the command interrupted
-    why: Dict[str, str] = {}  # what set ``stop`` ("stdout closed" / "command interrupted")
+    stop = threading.Event()  # the consumer's stop_event: stdout closed, a command interrupted, a signal
+    why: Dict[str, str] = {}  # what set ``stop`` ("stdout closed", "command interrupted", "signal"), in order
     counts = {"acked": 0, "nacked": 0, "released": 0, "ack failures": 0}
 
     def settle(msg: Any, status: Union[bool, str], count: str, error: Optional[str] = None) -> None:
@@ -484,19 +525,20 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
             # this process reaches the command too, being in its process group. That is no
             # verdict on the message: released (no retry counted), and consume stops rather
             # than run the command again on what it drains.
-            halt("command interrupted")
             settle(msg, "retry", "released")
+            halt("command interrupted")
         elif rc != 0:
             settle(msg, False, "nacked", "command exited with status %d" % rc)
         else:
             settle(msg, True, "acked")
 
-    result = b.consume(handler, handle_signals=True, stop_event=stop)
+    with _StopSignals(stop, why):
+        result = b.consume(handler, stop_event=stop)
     closed = "stdout closed" in why
     summary = "consumed %d message(s): %d acked, %d nacked, %d released%s (%s)" % (
         result.handled, counts["acked"], counts["nacked"], counts["released"],
         ", %d ack failure(s)" % counts["ack failures"] if counts["ack failures"] else "",
-        ", ".join(why) if why else result.reason)
+        ", ".join(why) if why else result.reason)  # the stop_event's reason is "stopped"
     if closed:
         raise StdoutClosed(summary)
     sys.stderr.write(summary + "\n")

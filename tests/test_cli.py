@@ -435,7 +435,11 @@ def test_consume_exec_command_killed_by_the_stop_signal_is_released_not_nacked(
     client.queue(qname).config({"retryDelay": 0, "retryLimit": 0}).create()
     client.queue(qname).partition("p").push([{"data": {"n": 1}}, {"data": {"n": 2}}])
     started = tmp_path / "started"
-    command = "touch %s; sleep 60" % shlex.quote(str(started))
+    # one process (exec), which marks its start itself: with "touch F; sleep 60" a signal sent
+    # between the two was taken by the shell waiting for touch, which then ran the sleep
+    script = ("import signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+              "open(sys.argv[1], 'w').close(); time.sleep(60)")
+    command = "exec %s -c %s %s" % (shlex.quote(sys.executable), shlex.quote(script), shlex.quote(str(started)))
     # a new session: the signal goes to the CLI and its command, as Ctrl-C in a terminal does
     proc = subprocess.Popen([sys.executable, "-m", "queen_sync", "consume", qname, "--group", "g", "--exec", command],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env,
@@ -477,3 +481,21 @@ def test_seek_partition_without_to_end_is_a_usage_error(cli_env: Dict[str, str],
     assert r.code == 2 and "error: --partition works with --to-end only" in r.err and r.out == "", r.err
     r = cli(cli_env, "seek", "g", qname, "--to-end", "--timestamp", "2026-11-30")
     assert r.code == 2
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_consume_stops_gracefully_on_sigterm(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    client.queue(qname).partition("p").push({"data": {"n": 1}})
+    proc = subprocess.Popen([sys.executable, "-m", "queen_sync", "consume", qname, "--group", "g"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+    try:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["data"] == {"n": 1}  # running, its handlers installed
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and out == "", err
+    assert err == "consumed 1 message(s): 1 acked, 0 nacked, 0 released (signal)\n"
