@@ -23,6 +23,7 @@ import copy
 import datetime as _dt
 from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Union, cast, overload
 
+from ._callables import check_arity
 from ._session import Session
 from ._validate import (
     bool_arg,
@@ -477,8 +478,7 @@ class QueueBuilder:
         auto-ack off (the callbacks ack); with ``auto_ack(True)`` the consumer still acks
         ``completed`` after the callback returns (a raising callback counts as a handler
         failure: on_error, then a nack)."""
-        if not callable(callback):
-            raise InvalidInputError("on_success() needs a callable, got %r" % (callback,))
+        check_arity(callback, 2, "on_success() callback (called with (message_or_list, handler_result))")
         return self._with(_on_success=callback)
 
     def on_error(self, callback: Callable[[Any, BaseException], Any]) -> "QueueBuilder":
@@ -487,8 +487,7 @@ class QueueBuilder:
         auto-ack off unless ``auto_ack(True)`` was set explicitly: then the message is nacked
         ``failed`` after the callback returns. A callback that raises stops the consumer
         (after that nack, with ``auto_ack(True)``)."""
-        if not callable(callback):
-            raise InvalidInputError("on_error() needs a callable, got %r" % (callback,))
+        check_arity(callback, 2, "on_error() callback (called with (message_or_list, exception))")
         return self._with(_on_error=callback)
 
     def pop_spec(self, *, for_consume: bool = False) -> PopSpec:

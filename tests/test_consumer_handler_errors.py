@@ -7,7 +7,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from queen_sync import Queen
+from queen_sync import InvalidInputError, Queen
 
 
 class _HandlerBoom(RuntimeError):
@@ -85,3 +85,37 @@ def test_handler_raising_systemexit_gives_its_unhandled_messages_back(
     recs = [r for r in caplog.records if r.name.startswith("queen_sync") and r.levelno >= logging.WARNING]
     assert [(r.levelno, r.exc_info) for r in recs] == [(logging.WARNING, None)], [r.getMessage() for r in recs]
     assert "a handler raised %s(3)" % exc_type.__name__ in recs[0].getMessage()
+
+
+class _TwoArgs:
+    def __call__(self, message: Any, context: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [lambda m, ctx: None, lambda: None, _TwoArgs(), lambda m, *, ctx: None],
+    ids=["two-args", "no-arg", "callable-object", "required-keyword"],
+)
+def test_a_handler_that_cannot_take_the_message_is_refused_before_any_pop(client: Queen, qname: str, handler: Any) -> None:
+    """It raised TypeError on every message: each nacked, the backlog into the DLQ."""
+    client.queue(qname).push({"data": {"important": 1}})
+    with pytest.raises(InvalidInputError, match=r"consume\(\) handler .* 1 positional argument"):
+        client.queue(qname).group("g").each().idle_millis(1000).consume(handler)
+    popped = client.queue(qname).group("g").pop()
+    assert [m["data"] for m in popped] == [{"important": 1}]  # never popped, never nacked
+
+
+@pytest.mark.parametrize("handler", [lambda m, ctx=None: None, lambda *args: None, id], ids=["default", "varargs", "builtin"])
+def test_a_handler_taking_one_argument_some_way_is_accepted(client: Queen, qname: str, handler: Any) -> None:
+    client.queue(qname).push({"data": 1})
+    out = client.queue(qname).group("g").each().limit(1).idle_millis(5000).consume(handler)
+    assert (out.handled, out.acked) == (1, 1)
+
+
+@pytest.mark.parametrize("setter", ["on_success", "on_error"])
+def test_a_callback_that_cannot_take_two_arguments_is_refused(client: Queen, qname: str, setter: str) -> None:
+    with pytest.raises(InvalidInputError, match=r"%s\(\) callback .* 2 positional arguments" % setter):
+        getattr(client.queue(qname), setter)(lambda m: None)
+    with pytest.raises(InvalidInputError, match=r"%s\(\) callback" % setter):
+        getattr(client.queue(qname), setter)("not callable")

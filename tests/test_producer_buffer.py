@@ -64,6 +64,32 @@ def test_max_bytes_trigger_and_batch_size(embedded_broker: Any, q: Queen) -> Non
     assert embedded_broker.request_count("POST", "/api/v1/push") >= 2  # never one 4 KB body
 
 
+def test_a_list_push_is_split_to_fit_max_bytes(embedded_broker: Any, q: Queen) -> None:
+    """One push of a list is cut into batches of at most max_bytes of encoded items (it was one
+    body whatever its size: a proxy's body limit refused the whole batch), in order, each item
+    once, under the ids push() returned; an item alone over the bound is sent alone."""
+    qb = q.queue("mb").buffer(1000, 600000, max_bytes=200)
+    items = [{"data": {"i": i, "s": "y" * 50}} for i in range(20)] + [{"data": {"i": 20, "s": "z" * 500}}]
+    results = qb.push(items)
+    assert qb.flush(5000) == 0
+    stored = embedded_broker.messages("mb")
+    assert [m["data"]["i"] for m in stored] == list(range(21))
+    assert [m["transactionId"] for m in stored] == [r["transaction_id"] for r in results]
+    pushes = embedded_broker.request_count("POST", "/api/v1/push")
+    # ~95 encoded bytes per small item: two fit in 200, so at least 10 bodies for the 20, and
+    # the big one alone
+    assert pushes >= 11
+    assert q.get_buffer_stats()["buffers"]["mb/Default"]["batches"] == pushes
+
+
+def test_a_list_push_over_message_count_and_max_bytes_keeps_order(embedded_broker: Any, q: Queen) -> None:
+    qb = q.queue("mb2").buffer(7, 600000, max_bytes=300)
+    qb.push([{"data": {"i": i, "s": "y" * 40}} for i in range(30)])
+    assert qb.flush(5000) == 0
+    assert [m["data"]["i"] for m in embedded_broker.messages("mb2")] == list(range(30))
+    assert embedded_broker.request_count("POST", "/api/v1/push") >= 30 * 85 // 300
+
+
 def test_bad_input_raises_at_push_time(embedded_broker: Any, q: Queen) -> None:
     qb = q.queue("bad").buffer(10, 10)
     with pytest.raises(InvalidInputError):

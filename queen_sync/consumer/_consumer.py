@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set
 
 from .. import _fork
+from .._callables import check_arity
 from .._validate import millis_or_deprecated_seconds
 from ..errors import InvalidInputError
 from ._acks import Acks
@@ -84,7 +85,8 @@ class Consumer:
     fetchers (their long polls must leave a connection for the acks).
 
     Raises:
-        InvalidInputError: handler not callable, ``handle_signals`` outside the main
+        InvalidInputError: handler not callable (or not taking one positional argument, or
+            an async function), ``handle_signals`` outside the main
             thread, a negative drain timeout, both drain timeout arguments, ``settings``
             not a :class:`~queen_sync.consumer.BuilderSettings`, or ``concurrency`` above 1
             on a client with ``pool_maxsize=1``.
@@ -113,6 +115,9 @@ class Consumer:
                 "consume() handlers are called synchronously; %r is an async function (its body would never "
                 "run). Use a plain function, or asyncio.run(...) inside one" % (handler,)
             )
+        # a handler that cannot take the message would raise TypeError on every one: each
+        # nacked, the whole backlog into the dead-letter queue
+        check_arity(handler, 1, "consume() handler (called with the message, or the list of one pop's messages)")
         drain_ms = millis_or_deprecated_seconds(
             "drain_timeout_millis", drain_timeout_millis, "drain_timeout", drain_timeout, DEFAULT_DRAIN_TIMEOUT_MILLIS
         )

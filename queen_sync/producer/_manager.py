@@ -216,26 +216,17 @@ class BufferManager:
                 "push of %d items exceeds the buffer bound max_messages=%d; push them unbuffered or raise the bound"
                 % (n, options.max_messages)
             )
-        step = options.message_count
-        fragments: Sequence[Tuple[bytes, int]]
-        if n <= step:  # the common case (e.g. a single item): one fragment
-            frag, ids_all = codec.encode_push_fragment(queue, partition, items, nan_as_null=self._nan_as_null)
-            fragments = ((frag, n),)
-            nbytes = len(frag)
-        else:
+        if n > options.message_count:
             # encoded in chunks below: check every item first so that an error names its
             # index in the whole list, not in its chunk (ids are not minted for this check)
             codec.build_push_items(queue, partition, items, _no_id)
-            chunks: List[Tuple[bytes, int]] = []
-            ids_all = []
-            nbytes = 0
-            for start in range(0, n, step):
-                chunk = items[start : start + step]
-                frag, ids = codec.encode_push_fragment(queue, partition, chunk, nan_as_null=self._nan_as_null)
-                chunks.append((frag, len(chunk)))
-                nbytes += len(frag)
-                ids_all.extend(ids)
-            fragments = chunks
+        fragments: List[Tuple[bytes, int]] = []
+        ids_all: List[str] = []
+        step = options.message_count
+        for start in range(0, n, step):
+            chunk = items if n <= step else items[start : start + step]  # one push (the common case): no copy
+            self._encode_fragments(queue, partition, chunk, options.max_bytes, fragments, ids_all)
+        nbytes = sum(len(frag) for frag, _ in fragments)
         buf = self._buffers.get((queue, partition))
         if buf is None or buf.options is not options:  # a new buffer, or other options to compare
             buf = self.buffer_for(queue, partition, options)
@@ -244,6 +235,29 @@ class BufferManager:
             {"index": i, "status": "pending", "transaction_id": tx, "queueName": queue}
             for i, tx in enumerate(ids_all)
         ]
+
+    def _encode_fragments(
+        self,
+        queue: str,
+        partition: Optional[str],
+        items: Sequence[Mapping[str, Any]],
+        max_bytes: int,
+        fragments: List[Tuple[bytes, int]],
+        ids: List[str],
+    ) -> None:
+        """Encode ``items`` (at most ``message_count`` of them) into fragments of at most
+        ``max_bytes`` each, appended to ``fragments`` (and their ids to ``ids``): a fragment
+        over the bound is split in halves and encoded again, so that a batch of a list push
+        honours ``max_bytes`` as one of single pushes does. Only an item alone over the
+        bound makes a larger fragment (it is sent alone)."""
+        frag, frag_ids = codec.encode_push_fragment(queue, partition, items, nan_as_null=self._nan_as_null)
+        if len(frag) > max_bytes and len(items) > 1:
+            half = len(items) // 2  # the ids minted for the whole are dropped: nothing was sent
+            self._encode_fragments(queue, partition, items[:half], max_bytes, fragments, ids)
+            self._encode_fragments(queue, partition, items[half:], max_bytes, fragments, ids)
+            return
+        fragments.append((frag, len(items)))
+        ids.extend(frag_ids)
 
     def _snapshot(self) -> List[PushBuffer]:
         self._check_fork()

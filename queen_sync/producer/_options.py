@@ -22,7 +22,8 @@ class BufferOptions:
         time_millis: send a batch this many **milliseconds** after the oldest buffered
             message arrived (default 1000).
         max_bytes: send a batch when this many bytes of encoded items are buffered; also the
-            (soft) largest batch body (default 1 MiB).
+            largest batch of encoded items (default 1 MiB): a list push is split to fit, and
+            only an item alone over it goes in a larger batch (sent alone).
         max_messages: bound of the buffer: messages waiting or in flight (default
             ``max(10000, 10 * message_count)``; at least ``message_count``).
         block_timeout_millis: how long a push into a full buffer waits for room, in

@@ -17,7 +17,7 @@ import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import InvalidInputError
-from ._callables import check_arity
+from .._callables import check_arity
 
 __all__ = ["GateContext", "token_bucket_gate", "sliding_window_gate", "evaluate_gate"]
 

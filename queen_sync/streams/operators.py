@@ -15,7 +15,7 @@ official runtime:
 
 Callables taking one argument are called with one where the official SDK accepts that
 (map, filter, flat_map, foreach). Every callable is checked when the operator is made
-(:func:`~queen_sync.streams._callables.check_arity`): one that cannot take the arguments its
+(:func:`~queen_sync._callables.check_arity`): one that cannot take the arguments its
 operator passes raises InvalidInputError then, not in the first cycle.
 """
 
@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..errors import InvalidInputError
 from .._validate import validate_name
-from ._callables import check_arity, two_arg
+from .._callables import check_arity, two_arg
 
 __all__ = [
     "two_arg",

@@ -43,7 +43,7 @@ from .._validate import int_arg, timestamp_arg, validate_name
 from ..errors import ClientClosedError, InvalidInputError, QueenConnectionError, QueenHTTPError, StreamsCycleError
 from ..wire import streams as wire
 from . import _binding
-from ._callables import check_arity
+from .._callables import check_arity
 from ._partition_locks import partition_lock
 from .processor import CycleWork, flush_request, needs_state, process_batch, process_flush
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .._validate import MAX_DURATION_MILLIS
 from ..errors import InvalidInputError
-from ._callables import check_arity
+from .._callables import check_arity
 from .state import SEP, parse_iso_ms, parse_window_state_key, session_state_key, to_iso_ms, window_state_key
 
 __all__ = [

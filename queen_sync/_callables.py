@@ -1,9 +1,11 @@
-"""Checks of the user callables of a stream chain, made when the chain is built.
+"""Checks of user callables, made when they are handed over (before anything runs).
 
-Every operator calls its user function with a fixed number of positional arguments
-(``key_by(fn(msg))``, ``reduce(fn(acc, value))``, ``gate(fn(value, ctx))``...): a function
-that cannot take that many is refused here, with the operator's name, instead of raising a
-TypeError in the first cycle (where it would abandon every batch forever). A callable whose
+The consumer calls its handler with one positional argument and its ``on_success`` /
+``on_error`` callbacks with two; every stream operator calls its user function with a fixed
+number (``key_by(fn(msg))``, ``reduce(fn(acc, value))``, ``gate(fn(value, ctx))``...). A
+function that cannot take that many is refused here, naming who would call it, instead of
+raising a TypeError at the first call (a consumer would nack every message of the queue
+into its dead-letter queue; a stream would abandon every batch forever). A callable whose
 signature cannot be read (some builtins and C types: ``str``, ``max``...) is accepted as it
 is; then the call decides.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Optional
 
-from ..errors import InvalidInputError
+from .errors import InvalidInputError
 
 __all__ = ["check_callable", "check_arity", "two_arg"]
 
