@@ -557,7 +557,10 @@ class Queen:
             InvalidInputError: a bad message, status, context or keyword (or a ``group`` /
                 ``error`` that differs from the context's), or a message popped with
                 ``auto_ack(True)`` (``leaseId`` empty: the broker acked it at the pop, and an
-                ack without its lease would be applied unchecked) (nothing sent).
+                ack without its lease would be applied unchecked), or a list naming one
+                message twice (same ``transactionId`` and ``partitionId``, whatever its
+                ``leaseId``) for one consumer group: the error names both positions (nothing
+                sent).
             AckError: the broker refused one or more items (``.results``, ``.failed``); for
                 a list, every batch is still sent first. A refusal with ``Invalid or expired
                 lease`` of a :class:`~queen_sync.Message` this client nacked (or released with
