@@ -17,8 +17,9 @@ builds) the stdlib engine is used, and it **accepts and refuses exactly what orj
   :data:`MAX_DEPTH` (254) containers (which also stops cycles). One known difference:
   orjson 3.13 does not count *tuples* toward its depth limit (and a few thousand nested
   tuples corrupt its heap); the stdlib engine counts them. After such a refusal,
-  :func:`encode_error_text` names where the value goes too deep (:func:`find_too_deep`;
-  only then is the value walked).
+  :func:`encode_error_text` names where the value goes too deep (:func:`find_too_deep`),
+  or where an int beyond 64 bits sits (:func:`find_int_out_of_range`); only then is the
+  value walked.
 
 **Non-finite floats** (NaN, ±Infinity, which JSON cannot represent) raise
 :class:`NonFiniteFloatError` (a ``ValueError``) naming where the value sits, unless the
@@ -50,6 +51,7 @@ __all__ = [
     "loads_fallback",
     "find_non_finite",
     "find_too_deep",
+    "find_int_out_of_range",
     "encode_error_text",
     "DecodeError",
     "EncodeError",
@@ -210,6 +212,8 @@ def non_finite_error(obj: Any) -> NonFiniteFloatError:
 
 #: The text both engines give a value nested deeper than MAX_DEPTH (orjson's own words).
 TOO_DEEP = "Recursion limit reached"
+#: The text both engines give an int outside [-2**63, 2**64 - 1] (orjson's own words).
+INT_RANGE = "Integer exceeds 64-bit range"
 #: Path segments shown by :func:`find_too_deep` (its path is MAX_DEPTH segments long).
 _DEEP_PATH_SHOWN = 12
 
@@ -249,13 +253,33 @@ def find_too_deep(obj: Any, count_tuples: bool = True) -> Optional[str]:
     return None
 
 
+def _is_int_out_of_range(o: Any) -> bool:
+    return isinstance(o, int) and not isinstance(o, bool) and not _INT_MIN <= o <= _INT_MAX
+
+
+def find_int_out_of_range(obj: Any) -> Optional[str]:
+    """Where the first integer outside ``[-2**63, 2**64 - 1]`` (what both engines write, and
+    the broker's JSON parser reads exactly) sits in ``obj``, as a path like
+    :func:`find_non_finite`'s, or ``None``."""
+    return _find(obj, _is_int_out_of_range)
+
+
 def encode_error_text(exc: BaseException, obj: Any) -> str:
     """The text of an encode refusal ``exc`` of ``obj``, for the codec's InvalidInputError:
     ``str(exc)``, plus where the value sits when it is nested too deeply
-    (``"Recursion limit reached: nested deeper than 254 levels at $.items[0].data.k..."``).
-    Call it only after the encoder refused (the walk is not free); the success path costs
-    nothing."""
+    (``"Recursion limit reached: nested deeper than 254 levels at $.items[0].data.k..."``)
+    or is an integer beyond 64 bits (``"Integer exceeds 64-bit range at $.items[0].payload.n:
+    ..."``, the wording of the NaN refusal). Call it only after the encoder refused (the walk
+    is not free); the success path costs nothing."""
     text = str(exc)
+    if text == INT_RANGE:
+        where = find_int_out_of_range(obj)
+        if where is None:
+            return text
+        return (
+            "%s at %s: the broker reads JSON integers from -2**63 to 2**64 - 1 exactly (send this one as a "
+            "str)" % (text, where)
+        )
     if text != TOO_DEEP:
         return text
     path = find_too_deep(obj, count_tuples=BACKEND != "orjson")  # the engine of this module refused it
@@ -315,7 +339,7 @@ class _Encoder:
             out.append("false")
         elif t is int:
             if not _INT_MIN <= o <= _INT_MAX:
-                raise TypeError("Integer exceeds 64-bit range")
+                raise TypeError(INT_RANGE)
             out.append(int.__repr__(o))
         elif t is float:
             if o - o == 0.0:  # finite

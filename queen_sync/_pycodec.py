@@ -309,9 +309,11 @@ def encode_json(obj: Any, nan_as_null: bool = False) -> bytes:
 
     NaN / ±Infinity floats raise :class:`InvalidInputError` naming where they sit, unless
     ``nan_as_null`` is true (then they are written as ``null``). Any other content JSON
-    cannot carry (bytes, sets, non-str keys, ints beyond 64 bits, nesting deeper than 254)
-    raises :class:`InvalidInputError` too, and so does a string (value or key) holding a NUL
-    character (U+0000), which the broker's PostgreSQL store cannot hold.
+    cannot carry (bytes, sets, non-str keys, ints outside ``[-2**63, 2**64 - 1]``, nesting
+    deeper than 254) raises :class:`InvalidInputError` too (an out-of-range int and too deep
+    a nesting named by their place, ``$.items[0].payload.n``, as a NaN is), and so does a
+    string (value or key) holding a NUL character (U+0000), which the broker's PostgreSQL
+    store cannot hold.
     """
     try:
         body = _json.dumps(obj, nan_as_null)

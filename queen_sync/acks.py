@@ -110,6 +110,7 @@ def ack(
     if not messages:
         return []
     batches: "OrderedDict[Optional[str], List[Tuple[int, Message]]]" = OrderedDict()
+    seen: Dict[Tuple[Optional[str], str, str], Tuple[int, Message]] = {}
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping):
             raise InvalidInputError("ack item %d: a message must be a dict, got %s" % (i, type(m).__name__))
@@ -120,7 +121,12 @@ def ack(
             value = m.get(key)
             if not isinstance(value, str) or not value:
                 raise InvalidInputError("ack item %d: message has no %s" % (i, key))
-        batches.setdefault(resolve_group(m, group), []).append((i, m))
+        eff = resolve_group(m, group)
+        ident = (eff, m["transactionId"], m["partitionId"])
+        if ident in seen:
+            raise _duplicate_error(seen[ident], (i, m), eff)
+        seen[ident] = (i, m)
+        batches.setdefault(eff, []).append((i, m))
     out: List[Optional[Dict[str, Any]]] = [None] * len(messages)
     plans = []
     for eff, items in batches.items():
@@ -161,6 +167,23 @@ def ack(
             failed=failed,
         )
     return final
+
+
+def _duplicate_error(first: Tuple[int, Message], again: Tuple[int, Message], group: Optional[str]) -> InvalidInputError:
+    """The refusal of an ack list naming one message twice for one consumer group (positions
+    in the caller's list): the broker would apply both (a ``completed`` ack counted twice
+    toward the pop's batch releases its lease early; two nacks count two retries)."""
+    (i, m), (j, n) = first, again
+    leases = ""
+    if m.get("leaseId") != n.get("leaseId"):
+        leases = " (under two leases: leaseId %s and %s, e.g. a copy redelivered after its lease expired)" % (
+            m.get("leaseId"), n.get("leaseId"))
+    return InvalidInputError(
+        "ack items %d and %d are the same message (transactionId %s, partitionId %s) for %s%s: one ack "
+        "call settles a message once; remove the duplicate (nothing was sent)"
+        % (i, j, m.get("transactionId"), m.get("partitionId"),
+           "queue mode" if group is None else "consumer group %r" % group, leases)
+    )
 
 
 _RELEASING = ("failed", "retry")  # statuses whose ack may release the partition's lease

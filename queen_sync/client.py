@@ -458,14 +458,27 @@ class Queen:
         names: Union[str, Sequence[str], None] = None,
         data: Optional[Mapping[str, Any]] = None,
         event_type: str = "info",
+        *,
+        group: Optional[str] = None,
     ) -> Dict[str, Any]:
         """Record a trace on a popped or consumed message; see :func:`queen_sync.tracing.trace`.
 
+        Args:
+            message: the message dict (its ``transactionId`` and ``partitionId`` are sent).
+            names: a trace name or a list of them, or None.
+            data: the trace content, a JSON dict (required).
+            event_type: a free label, default ``"info"``.
+            group: the consumer group the trace is recorded under (``consumerGroup`` on the
+                wire; ``"__QUEUE_MODE__"`` for queue mode); default: the message's own
+                ``consumerGroup``, queue mode when it has none.
+
         Returns ``{success: True, traceId}``. Raises InvalidInputError (no ``data`` dict, a
-        message without ids) or BrokerError (``Message not found``).
-        Wire: ``POST /api/v1/traces``.
+        message without ids, bad names or event type, a ``group`` that is not a valid
+        consumer-group name; nothing sent) or BrokerError (``Message not found``).
+        Wire: ``POST /api/v1/traces`` ``{transactionId, partitionId, consumerGroup,
+        traceNames, eventType, data}``.
         """
-        return tracing.trace(self._session, message, names, data, event_type)
+        return tracing.trace(self._session, message, names, data, event_type, group=group)
 
     def delete_consumer_group(
         self, group: str, delete_metadata: bool = True, *, queue: Optional[str] = None
@@ -544,7 +557,10 @@ class Queen:
             InvalidInputError: a bad message, status, context or keyword (or a ``group`` /
                 ``error`` that differs from the context's), or a message popped with
                 ``auto_ack(True)`` (``leaseId`` empty: the broker acked it at the pop, and an
-                ack without its lease would be applied unchecked) (nothing sent).
+                ack without its lease would be applied unchecked), or a list naming one
+                message twice (same ``transactionId`` and ``partitionId``, whatever its
+                ``leaseId``) for one consumer group: the error names both positions (nothing
+                sent).
             AckError: the broker refused one or more items (``.results``, ``.failed``); for
                 a list, every batch is still sent first. A refusal with ``Invalid or expired
                 lease`` of a :class:`~queen_sync.Message` this client nacked (or released with

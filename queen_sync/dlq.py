@@ -4,11 +4,12 @@ A message lands in the dead-letter queue when a consumer nacks it (``ack(msg, Fa
 often than the queue's ``retryLimit`` allows, or acks it with status ``"dlq"``. There is one
 row per (message, consumer group); queue mode is the group ``__QUEUE_MODE__``.
 
-A Queen 0.15 broker does **not** apply ``limit`` on ``GET /api/v1/dlq`` and answers
-``offset >= 1`` with ``{"success": true, "value": null}``; so :meth:`DLQBuilder.get` always
-fetches the queue's (or group's) full list and applies ``partition``, ``offset`` and
-``limit`` on the client side. Paging through a very large dead-letter queue therefore reads
-it whole each time.
+The consumer group is a filter of the broker's route (``consumerGroup``). A Queen 0.15
+broker does **not** apply ``limit`` on ``GET /api/v1/dlq``, answers ``offset >= 1`` with
+``{"success": true, "value": null}`` and ignores ``partition``; so :meth:`DLQBuilder.get`
+always fetches the queue's (or group's) full list, in one reply, and applies ``partition``,
+``offset`` and ``limit`` on the client side (exact: no row is left on the broker's side).
+Paging through a very large dead-letter queue therefore reads it whole each time.
 """
 
 from __future__ import annotations
@@ -68,7 +69,11 @@ class DLQBuilder:
         return self._with(_offset=_int_arg("offset", n, 0))
 
     def partition(self, name: str) -> "DLQBuilder":
-        """Only rows of partition ``name`` (filtered client-side: the broker ignores it)."""
+        """Only rows of partition ``name`` (``"Default"`` is the partition of that name).
+        Filtered client-side over the full list (the broker's route ignores a partition).
+
+        Raises:
+            InvalidInputError: not a valid partition name."""
         return self._with(_partition=validate_name("partition", name))
 
     def get(self) -> List[Dict[str, Any]]:
@@ -84,7 +89,8 @@ class DLQBuilder:
             BrokerError: the broker answered with ``error``.
             ProtocolError: an unexpected body.
 
-        Wire: ``GET /api/v1/dlq?queue={q}[&consumerGroup={g}]`` (no limit / offset sent).
+        Wire: ``GET /api/v1/dlq?queue={q}[&consumerGroup={g}]`` (no limit / offset /
+        partition sent).
         """
         rows = wire_dlq.read(self._requester, self._queue, self._group)
         if self._partition is not None:

@@ -177,9 +177,10 @@ class TransactionError(BrokerError):
             an earlier commit causes (its push ``transactionId`` s already exist, or its ack's
             lease is gone): the earlier attempt was most likely committed, treat it as done.
             Also True, with nothing sent, when the client refused to resend such a commit
-            because a copy could be applied twice (no push, a ``failed`` / ``dlq`` ack: the
-            message would be dead-lettered again); if the earlier attempt was not applied, the
-            message is redelivered once its lease expires.
+            because a copy could be applied twice (no push, acks only: a ``failed`` / ``dlq``
+            ack would dead-letter the message again, a ``completed`` one would count twice
+            toward its pop's batch); if the earlier attempt was not applied, the message is
+            redelivered once its lease expires.
             False otherwise (then nothing of the transaction was ever applied).
     """
 

@@ -228,12 +228,32 @@ class QueueBuilder:
         )
 
     def dlq(self, group: Optional[str] = None) -> "DLQBuilder":
-        """A builder reading this queue's dead-letter queue (rows of consumer group ``group``,
-        or of every group), filtered to this builder's partition unless it is ``"Default"``:
+        """A builder reading this queue's dead-letter queue:
         ``q.queue("orders").dlq("billing").limit(10).offset(0).get()`` → list of rows with
-        ``errorMessage`` and ``retryCount``. See :class:`queen_sync.dlq.DLQBuilder`."""
-        part = None if self._partition in (None, "Default") else self._partition
-        return DLQBuilder(self._session, self._name, group, part)
+        ``errorMessage`` and ``retryCount``. See :class:`queen_sync.dlq.DLQBuilder`.
+
+        Args:
+            group: only the rows of this consumer group (``"__QUEUE_MODE__"``: queue mode);
+                default: this builder's :meth:`group`, else every group. Sent to the broker,
+                which filters by it.
+
+        The builder's :meth:`partition` (``"Default"`` included: here it names that
+        partition, it is no wildcard as for pop) keeps only that partition's rows; the
+        broker's route cannot filter by partition, so the client does, over the full list
+        it reads (exact).
+
+        Raises:
+            InvalidInputError: ``group`` is not a valid name, or differs from the builder's
+                :meth:`group` (nothing sent).
+        """
+        if group is not None:
+            group = validate_name("consumer group", group)
+        if group is not None and self._group is not None and group != self._group:
+            raise InvalidInputError(
+                "dlq(%r) on a builder of consumer group %r: name one group (dlq() reads the builder's)"
+                % (group, self._group)
+            )
+        return DLQBuilder(self._session, self._name, group if group is not None else self._group, self._partition)
 
     def delete(self) -> Dict[str, Any]:
         """Delete the queue with all its messages (idempotent).

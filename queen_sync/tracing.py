@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from .codec import QUEUE_MODE as _QUEUE_MODE
+from ._validate import validate_name
 from .errors import InvalidInputError
 from .message import Message, MessageClient, bind_messages  # their earlier home: re-exported
 from .wire import traces as wire_traces
@@ -59,14 +60,19 @@ def trace(
         names: a trace name or a list of them (group traces across messages), or None.
         data: the trace content, a JSON-serialisable dict (required by the broker).
         event_type: a free label such as ``"info"`` (default), ``"error"``, ``"processing"``.
-        group: the consumer group to record (default: the message's own).
+        group: the consumer group to record the trace under (a consumer-group name, or
+            ``"__QUEUE_MODE__"`` for queue mode); default: the message's own
+            ``consumerGroup``, queue mode when it has none. The broker stores it as the
+            trace's ``consumer_group`` and does not check it against the message.
 
     Returns:
         ``{success: True, traceId}`` (the id the broker gave the trace).
 
     Raises:
-        InvalidInputError: a message without ids, no ``data``, bad names, NaN / ±Infinity in
-            ``data`` unless the client has ``nan_as_null`` (nothing sent).
+        InvalidInputError: a message without ids, no ``data``, bad names, a ``group`` that
+            is not a valid consumer-group name (a non-empty str of ``A-Z a-z 0-9 . _ ~ -``,
+            at most 255 characters), NaN / ±Infinity in ``data`` unless the client has
+            ``nan_as_null`` (nothing sent).
         BrokerError: ``Message not found`` (e.g. the message was deleted).
 
     Wire: ``POST /api/v1/traces`` ``{transactionId, partitionId, consumerGroup, traceNames,
@@ -84,8 +90,8 @@ def trace(
     if group is None:
         g = message.get("consumerGroup")
         group = g if isinstance(g, str) and g else _QUEUE_MODE
-    elif not isinstance(group, str) or not group:
-        raise InvalidInputError("group must be a non-empty str, got %r" % (group,))
+    else:
+        group = validate_name("consumer group", group)
     reply: Dict[str, Any] = wire_traces.record(
         requester,
         transaction_id=tx,

@@ -180,13 +180,18 @@ class TransactionBuilder:
         lease expires, so treating it as done loses nothing (at-least-once). Put the pushes
         before the acks (as in the example) to get the exact answer.
 
-        By the same rule a transaction with **no push** and a ``failed`` / ``dlq`` ack is
+        By the same rule a transaction with **no push** (acks only, whatever their status) is
         never resent after an attempt that may have been applied (a lost reply, a 5xx other
         than 503, an unreadable 2xx): nothing would make the broker refuse the copy while the
-        pop's lease is still held, and it would dead-letter the message a second time. The
-        retry (``commit()`` again, or the next attempt of ``commit(retries=N)``) sends nothing
-        and raises :class:`TransactionError` with ``maybe_committed = True`` (``.result``
-        None; chained to the lost attempt's error under ``retries``).
+        pop's lease is still held (a pop of several messages, not all acked yet), and it would
+        apply the acks a second time: a ``failed`` / ``dlq`` ack dead-letters the message
+        again, a ``completed`` one is counted again toward the pop's batch, so the lease is
+        released before the pop's last message is acked (whose ack is then refused, and which
+        is redelivered), and it sets the partition's cursor back to the message if a later
+        one was acked in between. The retry (``commit()`` again, or the next attempt of
+        ``commit(retries=N)``) sends nothing and raises :class:`TransactionError` with
+        ``maybe_committed = True`` (``.result`` None; chained to the lost attempt's error
+        under ``retries``). Add a push to such a transaction to have it resent safely.
 
         Args:
             retries: how many more times to send the same body after a failure whose
@@ -206,7 +211,7 @@ class TransactionBuilder:
                 this attempt was applied; ``.maybe_committed`` says an earlier attempt whose
                 reply was lost most likely was (see above). Also raised, with
                 ``maybe_committed`` and nothing sent, instead of resending a transaction
-                without push that dead-letters (see above).
+                without push (see above).
             QueenConnectionError / QueenTimeoutError: no reply (``.sent`` False: certainly
                 not applied); the outcome is unknown: call ``commit()`` again.
             QueenHTTPError: a non-2xx reply; after a 5xx or 429 ``commit()`` may be called
@@ -252,22 +257,31 @@ class TransactionBuilder:
     def _resend_refusal(self) -> Optional[TransactionError]:
         """The error that replaces a resend which could apply the transaction twice, or None.
 
-        After an attempt that may have been applied, a transaction with no push and a
-        ``failed`` / ``dlq`` ack is not sent again: no duplicate push id would make the
-        broker refuse the copy, and its ack is still accepted while the pop's lease is held
-        (another message of the pop not acked yet), so the copy would dead-letter the message
-        a second time. It counts as committed then (``maybe_committed``, as a retry refused
-        for a gone lease): if the lost attempt was not applied, the message is redelivered
-        once its lease expires.
+        After an attempt that may have been applied, a transaction with no push (acks only)
+        is not sent again: no duplicate push id would make the broker refuse the copy, and
+        its acks are still accepted while the pop's lease is held (another message of the pop
+        not acked yet), so the copy would apply them a second time: a ``failed`` / ``dlq``
+        ack dead-letters the message again, a ``completed`` one counts again toward the pop's
+        batch (the lease is released early: the pop's last ack is refused, its message
+        redelivered) and may set the cursor back. It counts as committed then
+        (``maybe_committed``, as a retry refused for a gone lease): if the lost attempt was
+        not applied, the message is redelivered once its lease expires.
         """
-        if not self._uncertain or not _resend_dead_letters(self._ops):
+        if not self._uncertain or not _resend_applies_twice(self._ops):
             return None
         self._outcome = "committed"
         self._note_acked()
+        statuses = sorted({str(op.get("status")) for op in self._ops if op.get("type") == "ack"})
+        harm = []
+        if any(st in ("failed", "dlq") for st in statuses):
+            harm.append("dead-letter the message again")
+        if any(st not in ("failed", "dlq") for st in statuses):
+            harm.append("count the completed ack twice toward its pop's batch (releasing the lease before the "
+                        "pop's last message is acked)")
         text = (
             "transaction not resent: an earlier attempt may have been applied (its reply was lost) and it has no "
-            "push to tell, so a second copy of its failed / dlq ack would dead-letter the message again; treat "
-            "it as committed (if it was not, the message is redelivered when its lease expires)"
+            "push to tell, so a second copy of its %s ack would %s; treat it as committed (if it was not, the "
+            "message is redelivered when its lease expires)" % (" / ".join(statuses), " and ".join(harm))
         )
         log.info("%s", text)
         return TransactionError(text, maybe_committed=True)
@@ -331,12 +345,13 @@ def _tx_retryable(exc: Exception) -> bool:
     return False
 
 
-def _resend_dead_letters(ops: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether a second copy of ``ops`` could dead-letter a message twice: no push op (whose
-    duplicate ids would get the copy refused) and an ack with status ``failed`` / ``dlq``."""
+def _resend_applies_twice(ops: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a second copy of ``ops`` could be applied on top of the first: no push op
+    (whose duplicate ids would get the copy refused) and an ack (any status: ``failed`` /
+    ``dlq`` dead-letter again, ``completed`` counts again toward the pop's batch)."""
     if any(op.get("type") == "push" for op in ops):
         return False
-    return any(op.get("type") == "ack" and op.get("status") in ("failed", "dlq") for op in ops)
+    return any(op.get("type") == "ack" for op in ops)
 
 
 def _tx_maybe_applied(exc: Exception) -> bool:

@@ -75,8 +75,9 @@ def test_partition_filter_and_all_groups(client: Queen, qname: str, unique_name:
     _dlq_three(client, qname, group)
     assert sorted(r["data"] for r in client.queue(qname).dlq(group).partition("p").get()) == [0, 1]
     assert [r["data"] for r in client.queue(qname).partition("q").dlq(group).get()] == [2]
-    # "Default" in the queue builder means any partition, as for pop
-    assert len(client.queue(qname).partition("Default").dlq().get()) == 3
+    # "Default" names the partition of that name here (no wildcard as for pop): none of ours
+    assert client.queue(qname).partition("Default").dlq().get() == []
+    assert len(client.queue(qname).dlq().get()) == 3  # no partition set: every partition
     # queue mode is a group of its own
     client.queue(qname).partition("p").push({"data": "qm"})
     (m,) = client.queue(qname).partition("p").pop()
@@ -128,3 +129,45 @@ def test_dlq_bad_input(embedded_broker: Any, make: Any) -> None:
         with pytest.raises(InvalidInputError):
             make(q)
     assert embedded_broker.request_count() == 0
+
+
+def test_builder_group_and_default_partition_reach_the_dlq_read(client: Queen, qname: str, unique_name: Any) -> None:
+    g, h = unique_name("g"), unique_name("h")
+    client.queue(qname).push([{"data": "d0"}, {"data": "d1"}])  # the Default partition
+    client.queue(qname).partition("p").push({"data": "p0"})
+    for group in (g, h):
+        done = 0
+        while done < 3:  # wildcard pops ("Default" is a wildcard for pop) until all three are out
+            popped = client.queue(qname).group(group).batch(2).pop()
+            assert popped, "the broker stopped handing out messages"
+            for m in popped:
+                client.ack(m, "dlq", {"group": group})
+            done += len(popped)
+    by_g = client.queue(qname).group(g)
+    assert sorted(r["data"] for r in by_g.dlq().get()) == ["d0", "d1", "p0"]  # g's rows only
+    assert {r["consumerGroup"] for r in by_g.dlq().get()} == {g}
+    assert sorted(r["data"] for r in by_g.dlq(g).get()) == ["d0", "d1", "p0"]  # the same group: fine
+    assert sorted(r["data"] for r in by_g.partition("Default").dlq().get()) == ["d0", "d1"]
+    assert [r["data"] for r in by_g.partition("p").dlq().get()] == ["p0"]
+    assert sorted(r["data"] for r in client.queue(qname).partition("Default").dlq(h).get()) == ["d0", "d1"]
+    assert len(client.queue(qname).dlq().get()) == 6
+
+
+def test_builder_group_is_sent_and_a_conflicting_dlq_group_refused(embedded_broker: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    with Queen(embedded_broker.url) as q:
+        sent: List[Any] = []
+        real = q._session.request
+
+        def spy(method: str, path: str, **kw: Any) -> Any:
+            sent.append((method, path, kw.get("query")))
+            return real(method, path, **kw)
+
+        monkeypatch.setattr(q._session, "request", spy)
+        assert q.queue("orders").group("billing").partition("Default").dlq().get() == []
+        assert sent == [("GET", "/api/v1/dlq", {"queue": "orders", "consumerGroup": "billing"})]
+        with pytest.raises(InvalidInputError, match=r"dlq\('audit'\) on a builder of consumer group 'billing'"):
+            q.queue("orders").group("billing").dlq("audit")
+        with pytest.raises(InvalidInputError, match="consumer group"):
+            q.queue("orders").group("billing").dlq("a b")
+        assert len(sent) == 1

@@ -152,3 +152,24 @@ def test_trace_data_nan_follows_the_clients_nan_as_null(queen_broker: Any, clien
     (t,) = client.admin.get_traces_for_message(c["partitionId"], c["transactionId"])["traces"]
     assert t["data"] == {"w": None}
     client.ack(m, True)
+
+
+def test_trace_group_argument_is_recorded_as_the_traces_consumer_group(client: Queen, qname: str, unique_name: Any) -> None:
+    group, other = unique_name("g"), unique_name("audit")
+    client.queue(qname).partition("p").push({"data": 1})
+    (m,) = client.queue(qname).partition("p").group(group).pop()
+    assert client.trace(m, "x", {"by": "own"})["success"] is True
+    assert client.trace(m, "x", {"by": "other"}, group=other)["success"] is True
+    assert client.trace(m, "x", {"by": "queue"}, group="__QUEUE_MODE__")["success"] is True
+    client.ack(m, True)
+    traces = client.admin.get_traces_for_message(m["partitionId"], m["transactionId"])["traces"]
+    assert {t["data"]["by"]: t["consumer_group"] for t in traces} == {
+        "own": group, "other": other, "queue": "__QUEUE_MODE__"}
+
+
+@pytest.mark.parametrize("group", ["", "a b", "x/y", "..", 7, "g" * 256])
+def test_trace_bad_group_sends_nothing(embedded_broker: Any, group: Any) -> None:
+    with Queen(embedded_broker.url) as q:
+        with pytest.raises(InvalidInputError, match="consumer group"):
+            q.trace({"transactionId": "t", "partitionId": "p"}, "n", {"a": 1}, group=group)
+    assert embedded_broker.request_count() == 0

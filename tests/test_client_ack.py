@@ -91,6 +91,41 @@ def test_ack_list_names_the_bad_items_place_in_the_list(embedded_broker: Any, ba
         assert q.ack(ms, True) and q.queue("places").group("g").pop() == []
 
 
+def test_ack_list_naming_a_message_twice_is_refused_before_sending(embedded_broker: Any) -> None:
+    with Queen(embedded_broker.url) as q:
+        q.queue("dups").push([{"data": i} for i in range(3)])
+        ms = _pop(q, "dups", "g", n=3)
+        acks = lambda: embedded_broker.request_count("POST", "/api/v1/ack/batch")  # noqa: E731
+        # the same dict twice, an equal copy, and another group's list around them
+        for again in (ms[0], dict(ms[0]), dict(ms[0], _status="failed")):
+            with pytest.raises(InvalidInputError, match=r"^ack items 0 and 3 are the same message \(transactionId %s, "
+                               r"partitionId %s\) for consumer group 'g': .*nothing was sent" % (ms[0]["transactionId"], ms[0]["partitionId"])):
+                q.ack([ms[0], ms[1], ms[2], again], True)
+        # a copy redelivered under another lease is the same message too, and the error says so
+        with pytest.raises(InvalidInputError, match=r"ack items 1 and 2 .*under two leases: leaseId %s and other-lease"
+                           % ms[1]["leaseId"]):
+            q.ack([ms[0], ms[1], dict(ms[1], leaseId="other-lease")], True)
+        # an explicit group: both copies are for it
+        with pytest.raises(InvalidInputError, match="for consumer group 'h'"):
+            q.ack([ms[2], dict(ms[2], consumerGroup="g2")], True, group="h")
+        assert acks() == 0  # nothing sent
+        # the same message for two groups is two acks, not a duplicate
+        (other,) = _pop(q, "dups", "g2", n=1)
+        res = q.ack(ms + [other], True)
+        assert [r["success"] for r in res] == [True] * 4 and acks() == 2
+        assert q.queue("dups").group("g").pop() == []
+
+
+def test_ack_list_duplicate_in_queue_mode_names_queue_mode(embedded_broker: Any) -> None:
+    with Queen(embedded_broker.url) as q:
+        q.queue("dupq").push({"data": 0})
+        (m,) = _pop(q, "dupq", n=1)
+        with pytest.raises(InvalidInputError, match=r"ack items 0 and 1 are the same message .* for queue mode"):
+            q.ack([m, m], "failed")
+        assert embedded_broker.request_count("POST", "/api/v1/ack/batch") == 0
+        assert q.ack([m], True)[0]["success"] is True
+
+
 def test_ack_unknown_raises(client: Queen, qname: str) -> None:
     client.queue(qname).push({"data": 1})
     m = _pop(client, qname)[0]

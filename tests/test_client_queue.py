@@ -303,3 +303,12 @@ def test_builders_are_immutable(client: Queen) -> None:
     assert base.pop_spec().partition is None and base.pop_spec().group is None and base.pop_spec().batch == 1
     assert pinned.pop_spec().partition == "acme" and pinned.pop_spec().batch == 5
     assert base.pop_spec().wait is False and base.pop_spec(for_consume=True).wait is True
+
+
+def test_an_int_beyond_64_bits_is_refused_naming_its_place_nothing_sent(embedded_broker: Any) -> None:
+    with Queen(embedded_broker.url) as q:
+        with pytest.raises(InvalidInputError, match=r"Integer exceeds 64-bit range at \$\.items\[1\]\.payload\.total: "):
+            q.queue("big").push([{"data": {"total": 1}}, {"data": {"total": 2**64}}])
+        with pytest.raises(InvalidInputError, match=r"Integer exceeds 64-bit range at \$\.operations\[0\]\.items\[0\]\.payload\[0\]"):
+            q.transaction().queue("big").push({"data": [-(2**63) - 1]}).commit()
+    assert embedded_broker.request_count() == 0

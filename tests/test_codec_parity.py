@@ -488,6 +488,32 @@ def test_non_finite_refusals_identical() -> None:
         assert "NaN / Infinity float at $" in texts[0]
 
 
+def test_out_of_range_int_refusals_identical_and_located() -> None:
+    """An int beyond 64 bits: the same refusal text on every encode path, both backends,
+    naming where it sits in the request body as the NaN refusal does."""
+    items = [{"data": {"a": 1.5, "b": None}}, {"data": [None, {"x": 2**64}]}]
+    op = {"type": "push", "items": [{"queue": "q", "payload": [-(2**63) - 1], "transactionId": "t"}]}
+    for name, args, where in (
+        ("encode_push", ("q", "p", items), "$.items[1].payload[1].x"),
+        ("encode_push_fragment", ("q", None, items), "$[1].payload[1].x"),
+        ("encode_push_items", ([{"payload": {"n": 10**30}}],), "$.items[0].payload.n"),
+        ("encode_json", ({"k": (1, 2**70)},), "$.k[1]"),
+        ("encode_transaction", ([op],), "$.operations[0].items[0].payload[0]"),
+    ):
+        texts = []
+        for backend in (PY, CY):
+            with pytest.raises(Exception) as info:
+                getattr(backend, name)(*args)
+            assert info.type.__name__ == "InvalidInputError"
+            texts.append(str(info.value))
+        assert texts[0] == texts[1], (name, texts)
+        assert texts[0].startswith("payload is not JSON-serialisable: Integer exceeds 64-bit range at %s: " % where), texts[0]
+        assert "-2**63 to 2**64 - 1" in texts[0]
+    # the edges are no refusal, on either backend
+    for backend in (PY, CY):
+        assert backend.encode_json([2**64 - 1, -(2**63)]) == b"[18446744073709551615,-9223372036854775808]"
+
+
 # --------------------------------------------------------------------------- decode parity
 
 pop_messages = st.fixed_dictionaries(

@@ -414,3 +414,17 @@ def test_both_engines_write_a_nul_character_as_an_escape() -> None:
         assert _json.raw_dumps(value) == body
     assert _json.has_nul_escape(body)
     assert not _json.has_nul_escape(STD.dumps({"k": "a\\u0000"}))
+
+
+@pytest.mark.parametrize("engine", [e for e in (ORJ, STD) if e is not None], ids=lambda e: e.BACKEND)
+def test_an_int_beyond_64_bits_is_refused_naming_where_it_sits(engine: Any) -> None:
+    body = {"items": [{"payload": {"ok": 2**64 - 1}}, {"payload": {"a": [-(2**63), -(2**63) - 1]}}]}
+    with pytest.raises(TypeError) as info:
+        engine.dumps(body)
+    assert str(info.value) == "Integer exceeds 64-bit range"
+    assert engine.encode_error_text(info.value, body) == (
+        "Integer exceeds 64-bit range at $.items[1].payload.a[1]: the broker reads JSON integers from -2**63 "
+        "to 2**64 - 1 exactly (send this one as a str)"
+    )
+    assert engine.find_int_out_of_range(body) == "$.items[1].payload.a[1]"
+    assert engine.find_int_out_of_range({"b": True, "n": 2**64 - 1}) is None  # bools are no ints here

@@ -301,3 +301,78 @@ def test_unreadable_reply_of_a_dead_letter_only_transaction_is_not_resent(embedd
         assert ei.value.maybe_committed is True
         assert embedded_broker.request_count("POST", TX) == 1
         assert _dlq_keys(embedded_broker) == []  # not resent: the lease's expiry redelivers k=0
+
+
+def test_lost_reply_of_a_completed_ack_only_transaction_is_not_resent(embedded_broker: Any) -> None:
+    # acks only, status completed: with a 3-message pop the lease outlives the first copy,
+    # so a resend would count k=0's ack twice toward the pop's batch and release the lease
+    # before k=2 is acked (its ack refused, k=2 redelivered). commit() sends nothing again.
+    with Queen(embedded_broker.url, backoff=NoBackoff()) as q:
+        msgs, _ = _setup(q, n=4, batch=3)
+        tx = q.transaction().ack(msgs[0], "completed")
+        embedded_broker.faults.add("POST", TX, "drop_after", times=1)
+        with pytest.raises(QueenConnectionError):
+            tx.commit()
+        with pytest.raises(TransactionError) as ei:
+            tx.commit()
+        exc = ei.value
+        assert exc.maybe_committed is True and exc.result is None
+        assert "not resent" in str(exc) and "completed ack" in str(exc) and "twice" in str(exc)
+        assert embedded_broker.request_count("POST", TX) == 1  # nothing sent again
+        with pytest.raises(InvalidInputError, match="already committed"):
+            tx.commit()
+        from queen_sync.message import settled_status
+
+        assert settled_status(msgs[0]) == "completed"
+        # the pop's lease is still held for the other two: both acks land, then k=3 comes
+        assert q.ack(msgs[1], True)["leaseReleased"] is False
+        assert q.ack(msgs[2], True)["leaseReleased"] is True
+        assert _next_keys(q) == [3]
+        assert _dlq_keys(embedded_broker) == []
+
+
+def test_commit_retries_do_not_resend_a_completed_ack_only_transaction(embedded_broker: Any) -> None:
+    backoff = RecordingBackoff()
+    with Queen(embedded_broker.url, backoff=backoff) as q:
+        msgs, _ = _setup(q, n=4, batch=3)
+        tx = q.transaction().ack(msgs[:2], "completed")
+        embedded_broker.faults.add("POST", TX, "status", status=500, times=1)  # maybe applied
+        with pytest.raises(TransactionError) as ei:
+            tx.commit(retries=3)
+        assert ei.value.maybe_committed is True
+        assert isinstance(ei.value.__cause__, QueenHTTPError)
+        assert embedded_broker.request_count("POST", TX) == 1 and backoff.calls == []
+        # (this 500 was not applied: the pop's lease is untouched, the third ack still lands)
+        res = q.ack(msgs[2], True)
+        assert res["success"] is True and res["leaseReleased"] is False
+
+
+def test_completed_ack_only_transaction_resent_when_the_first_copy_surely_failed(embedded_broker: Any) -> None:
+    with Queen(embedded_broker.url, retry_attempts=1, backoff=NoBackoff()) as q:
+        msgs, _ = _setup(q, n=4, batch=3)
+        tx = q.transaction().ack(msgs[0], "completed")
+        for status in (503, 429):  # refused: the broker processed nothing
+            embedded_broker.faults.add("POST", TX, "status", status=status, times=1)
+            with pytest.raises(QueenHTTPError):
+                tx.commit()
+        assert tx.commit()["results"][0]["success"] is True
+        assert embedded_broker.request_count("POST", TX) == 3
+        assert q.ack(msgs[1:], True)[1]["leaseReleased"] is True
+        assert _next_keys(q) == [3]
+
+
+def test_a_push_makes_an_ack_transaction_safe_to_resend(embedded_broker: Any) -> None:
+    # the same acks with a push: the resend is refused for its duplicate push id, nothing twice
+    with Queen(embedded_broker.url, backoff=NoBackoff()) as q:
+        msgs, _ = _setup(q, n=4, batch=3)
+        tx = q.transaction().queue("dst").push([{"data": "out"}]).ack(msgs[0], "completed")
+        embedded_broker.faults.add("POST", TX, "drop_after", times=1)
+        with pytest.raises(QueenConnectionError):
+            tx.commit()
+        with pytest.raises(TransactionError) as ei:
+            tx.commit()
+        assert ei.value.maybe_committed is True and "most likely committed" in str(ei.value)
+        assert embedded_broker.request_count("POST", TX) == 2
+        assert q.ack(msgs[1], True)["leaseReleased"] is False  # counted once
+        assert q.ack(msgs[2], True)["leaseReleased"] is True
+        assert _dst(embedded_broker) == ["out"]
