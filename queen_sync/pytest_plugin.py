@@ -15,12 +15,14 @@ Installed with the package and found by pytest through its ``pytest11`` entry po
     (:meth:`Queen.running_consumers`): stop background consumers (``consumer.stop()``) or
     bound them (``limit`` / ``idle_millis``), stop stream runners (``runner.stop()``).
 ``queen_queue``
-    A unique queue name (``test-<12 hex digits>``); the queue is deleted after the test.
+    A unique queue name (``test-<12 hex digits>``); the queue is deleted after the test
+    (after the ``queen`` client's push buffers are flushed, when the test uses it too).
     Nothing is created: push to it, or ``queen.queue(queen_queue).config(...).create()``.
 ``queen_faults``
     The embedded broker's :class:`~queen_sync.testing.FaultInjector` (``add(...)``,
-    ``clear()``; see :mod:`queen_sync.testing`), cleared before and after the test. The
-    test is skipped against a real broker.
+    ``clear()``; see :mod:`queen_sync.testing`), cleared before and after the test (and
+    before the ``queen`` client flushes and closes, whatever the order of the test's
+    arguments). The test is skipped against a real broker.
 
 The header of the run names the broker the fixtures use, ``queen_sync: embedded broker`` or
 ``queen_sync: broker at URL (from --queen-url)`` / ``(from QUEEN_URL)``, so that a stale
@@ -92,6 +94,13 @@ CONSUMER_GRACE_SECONDS = 2.0
 
 #: How often the ``queen`` fixture looks again during that grace, in seconds.
 _GRACE_POLL_SECONDS = 0.02
+
+#: How long ``queen_queue`` waits, in milliseconds, for the test client's buffers to flush
+#: before it deletes the queue.
+_FLUSH_TIMEOUT_MILLIS = 10000
+
+#: The ``queen`` client of a test, for ``queen_queue``'s teardown (per test item).
+_CLIENT = pytest.StashKey["Queen"]()
 
 #: Connect and read timeout, in milliseconds, of the one ``GET /health`` that checks a real
 #: broker answers before the first test that needs it (per URL; no retry).
@@ -221,13 +230,16 @@ def queen_broker(pytestconfig: pytest.Config) -> Iterator[QueenBroker]:
 
 
 @pytest.fixture
-def queen(queen_broker: QueenBroker) -> Iterator["Queen"]:
+def queen(queen_broker: QueenBroker, request: pytest.FixtureRequest) -> Iterator["Queen"]:
     """A :class:`~queen_sync.Queen` on the broker under test, closed after the test; fails the
-    test if a consumer or stream runner of it is still running at its end."""
+    test if a consumer or stream runner of it is still running at its end. The embedded
+    broker's faults are cleared before it closes (see :func:`_end_faults`)."""
     q = queen_broker.client()
+    request.node.stash[_CLIENT] = q
     try:
         yield q
     finally:
+        _end_faults(queen_broker)
         left = _left_running(q)
         q.close()
     if left:
@@ -240,10 +252,19 @@ def queen(queen_broker: QueenBroker) -> Iterator["Queen"]:
 
 
 @pytest.fixture
-def queen_queue(queen_broker: QueenBroker) -> Iterator[str]:
-    """A unique queue name (``test-<hex>``), deleted from the broker after the test."""
+def queen_queue(queen_broker: QueenBroker, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A unique queue name (``test-<hex>``), deleted from the broker after the test. When the
+    test also uses ``queen``, that client's push buffers are flushed first (whatever the
+    order of the test's arguments): a flush after the delete would create the queue again."""
     name = "test-%s" % uuid.uuid4().hex[:12]
     yield name
+    q = request.node.stash.get(_CLIENT, None)
+    if q is not None and not q.closed:
+        _end_faults(queen_broker)
+        try:
+            q.flush_all_buffers(_FLUSH_TIMEOUT_MILLIS)
+        except QueenError as exc:
+            log.warning("could not flush the buffers of the test's client before deleting %s: %s", name, exc)
     try:
         with queen_broker.client(retry_attempts=2, timeout_millis=10000) as q:
             q.queue(name).delete()
@@ -263,6 +284,15 @@ def queen_faults(queen_broker: QueenBroker) -> Iterator["FaultInjector"]:
         yield faults
     finally:
         faults.clear()
+
+
+def _end_faults(broker: QueenBroker) -> None:
+    """Clear the embedded broker's faults at the end of a test, before the plugin's client
+    flushes and closes: pytest tears fixtures down in the reverse order of the test's
+    arguments, so with ``queen_faults`` named before ``queen`` the client would close while
+    the test's faults still refuse its pushes (waiting out its close timeout)."""
+    if broker.embedded is not None:
+        broker.embedded.faults.clear()
 
 
 def _left_running(q: Queen) -> List[RunningConsumer]:

@@ -112,6 +112,21 @@ def test_auth_error_stops_a_background_consumer(embedded_broker: Any) -> None:
         assert not consumer.is_running
 
 
+def test_auth_error_on_ack_stops_the_consumer(embedded_broker: Any) -> None:
+    """A gateway refusing the ack route (403) while pop passes: the consumer went on, handling
+    every redelivery again and acking nothing, with only WARNING lines; now it stops with the
+    error, as for a pop."""
+    embedded_broker.faults.add("POST", "/api/v1/ack", "status", status=403, times=None)
+    with Queen(embedded_broker.url) as q:
+        q.queue("a403").push([{"data": i} for i in range(5)])
+        seen: List[Any] = []
+        consumer = q.queue("a403").group("g").each().consume(lambda m: seen.append(m["data"]), background=True)
+        with pytest.raises(AuthenticationError):
+            consumer.join(10)
+        assert consumer.reason == "error" and isinstance(consumer.error, AuthenticationError)
+        assert len(seen) == len(set(seen)) >= 1  # nothing handled twice
+
+
 def test_503_outage_is_retried_and_logged_once(embedded_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="queen_sync.consumer")
     with Queen(embedded_broker.url, retry_attempts=1) as q:

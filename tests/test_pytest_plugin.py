@@ -74,6 +74,40 @@ def test_faults_are_cleared_and_the_header_names_the_broker(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["queen_sync: embedded broker"])
 
 
+def test_teardown_flushes_then_deletes_without_faults_whatever_the_argument_order(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest tears fixtures down in the reverse order of the arguments: with queen_faults
+    first, the client closed while the test's fault still refused its pushes (its close
+    timeout waited out, the message lost); with the README's order, queen_queue deleted the
+    queue and then the client's close flushed its buffer, creating the queue again."""
+    monkeypatch.delenv("QUEEN_URL", raising=False)
+    pytester.makepyfile(
+        """
+        import pytest
+        from queen_sync import RouteNotFoundError, BrokerError
+        NAMES = []
+
+        def test_1_faults_first(queen_faults, queen, queen_queue):
+            queen_faults.add("POST", "/api/v1/push", "status", status=503, times=None)
+            queen.queue(queen_queue).buffer(100, 600000).push({"data": "x"})
+            NAMES.append(queen_queue)
+
+        def test_2_readme_order(queen, queen_queue):
+            queen.queue(queen_queue).buffer(100, 600000).push({"data": "y"})
+            NAMES.append(queen_queue)
+
+        def test_3_both_deleted(queen):
+            assert len(NAMES) == 2
+            for name in NAMES:
+                with pytest.raises((RouteNotFoundError, BrokerError)):
+                    queen.admin.get_queue(name)
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "-W", "error::RuntimeWarning")
+    result.assert_outcomes(passed=3)
+    assert "could not be" not in result.stdout.str()
+
+
 def test_queen_url_option_queue_cleanup_and_faults_skip(pytester: pytest.Pytester, broker_url: str,
                                                         client: Queen) -> None:
     names = pytester.path / "names.txt"

@@ -36,7 +36,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from ..errors import ClientClosedError
+from ..errors import AuthenticationError, ClientClosedError
 from ._calls import Broker
 from ._log import ids, log
 from ._outage import backoff, maybe_sent, transient
@@ -304,6 +304,11 @@ class Acks:
                         exc,
                         ids(msgs),
                     )
+                    if isinstance(exc, AuthenticationError):
+                        # as for a pop: no later ack can land either, and going on would run
+                        # the handler again on every redelivery, acking nothing
+                        log.error("%s refused (%s); stopping the consumer of queue %r", verb, exc, self._st.queue)
+                        self._st.fail(exc)
                     return None, False
                 if maybe_sent(exc):
                     if covered_later:

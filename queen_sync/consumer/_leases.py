@@ -25,7 +25,7 @@ import time
 from typing import Any, Optional
 
 from .._validate import bool_arg, int_arg
-from ..errors import ClientClosedError, InvalidInputError, LeaseError
+from ..errors import AuthenticationError, ClientClosedError, InvalidInputError, LeaseError
 from ._calls import Broker
 from ._log import MAX_IDS_LOGGED, log, more
 from ._outage import backoff, transient
@@ -133,6 +133,9 @@ class Renewer:
                     else:
                         log.warning("renewal of lease %s (queue %r) failed: %s", lease.lease_id, self._st.queue, exc)
                         lease.next_renew = time.monotonic() + self._interval_s
+                        if isinstance(exc, AuthenticationError):  # as for a pop or an ack
+                            log.error("lease renewal refused (%s); stopping the consumer of queue %r", exc, self._st.queue)
+                            self._st.fail(exc)
                     continue
                 self._st.outage.success(t0)
                 lease.renew_attempt = 0
