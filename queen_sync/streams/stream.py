@@ -155,7 +155,14 @@ class Stream:
 
     def window_sliding(self, **opts: Any) -> "Stream":
         """Sliding windows: ``size`` and ``slide`` (s; size a whole multiple of slide), then
-        the options of :meth:`window_tumbling` (``idle_flush_ms`` default 5000)."""
+        the options of :meth:`window_tumbling` (``idle_flush_ms`` default 5000). Each event
+        is in ``size / slide`` windows: at most 10000
+        (:data:`~queen_sync.streams.windows.MAX_SLIDING_WINDOWS_PER_EVENT`).
+
+        Raises:
+            InvalidInputError: a missing or bad option, a ``size`` not a whole multiple of
+                ``slide``, or ``size / slide`` above 10000; nothing runs.
+        """
         kw = _window_kwargs("window_sliding", opts, ("size", "slide") + _COMMON)
         if "size" not in kw or "slide" not in kw:
             raise InvalidInputError("window_sliding() needs size= and slide=")

@@ -28,6 +28,7 @@ from .state import SEP, parse_iso_ms, parse_window_state_key, session_state_key,
 
 __all__ = [
     "MAX_WINDOW_SECONDS",
+    "MAX_SLIDING_WINDOWS_PER_EVENT",
     "WindowOperator",
     "TumblingWindow",
     "SlidingWindow",
@@ -52,6 +53,11 @@ _WEEK_OFFSET_MS = 4 * 86400000
 #: (315537897600 s, about 9999 years); the shortest non-zero one is 1 ms
 MAX_WINDOW_SECONDS = (_MAX_EVENT_MS + 1 - _MIN_EVENT_MS) // 1000
 _MIN_SECONDS = 0.001
+
+#: the most windows a sliding window puts one event in (``size / slide``): each event is
+#: folded into that many accumulators (state rows), so a huge size over a tiny slide (up to
+#: about 3 * 10**14 windows per event) made a cycle that never ends
+MAX_SLIDING_WINDOWS_PER_EVENT = 10_000
 
 
 def _seconds(name: str, value: Any, *, positive: bool) -> Any:
@@ -194,7 +200,13 @@ class TumblingWindow(WindowOperator):
 
 class SlidingWindow(WindowOperator):
     """``.window_sliding(size=..., slide=...)``: windows of ``size`` starting every ``slide``
-    (``size`` a whole multiple of ``slide``); an event is in ``size / slide`` windows."""
+    (``size`` a whole multiple of ``slide``); an event is in ``size / slide`` windows, at most
+    :data:`MAX_SLIDING_WINDOWS_PER_EVENT` (10000).
+
+    Raises:
+        InvalidInputError: a bad duration, a ``size`` not a whole multiple of ``slide``, or
+            ``size / slide`` above :data:`MAX_SLIDING_WINDOWS_PER_EVENT`.
+    """
 
     window_kind = "sliding"
     config_kind = "window-sliding"
@@ -207,6 +219,10 @@ class SlidingWindow(WindowOperator):
         self.slide = _seconds("window_sliding slide", slide, positive=True)
         if size % slide != 0:
             raise InvalidInputError("window_sliding: size (%r) must be a whole multiple of slide (%r)" % (size, slide))
+        if size > slide * MAX_SLIDING_WINDOWS_PER_EVENT:
+            raise InvalidInputError(
+                "window_sliding: size / slide (%r / %r) puts each event in more than %d windows; use a larger "
+                "slide or a smaller size" % (size, slide, MAX_SLIDING_WINDOWS_PER_EVENT))
         self.size_ms = int(size * 1000)
         self.slide_ms = int(slide * 1000)
         self.per_event = int(size / slide)
