@@ -287,3 +287,18 @@ def test_forked_child_sees_the_runner_stopped():
         assert r.is_running
     finally:
         r.stop()
+
+
+def test_batch_size_and_max_partitions_at_their_bounds_are_sent_as_given():
+    from queen_sync.streams.runner import MAX_BATCH_SIZE, MAX_PARTITIONS
+
+    assert (MAX_BATCH_SIZE, MAX_PARTITIONS) == (10_000, 1_000)
+    broker = FakeBroker()
+    for i in range(5):
+        broker.push("A", {"n": i})
+    r = Stream.from_(FakeSource(broker)).map(lambda m: m["data"]).to({"queueName": "o"}).run(
+        "qbounds", batch_size=MAX_BATCH_SIZE, max_partitions=MAX_PARTITIONS, max_wait_millis=10)
+    with r:
+        wait_for(lambda: r.metrics()["messagesTotal"] == 5, what="5 messages")
+    assert broker.last_pop_opts["batch"] == 10_000 and broker.last_pop_opts["partitions"] == 1_000
+    assert sorted(p["n"] for p in broker.sink_payloads()) == [0, 1, 2, 3, 4]

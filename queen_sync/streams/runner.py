@@ -47,9 +47,19 @@ from ._callables import check_arity
 from ._partition_locks import partition_lock
 from .processor import CycleWork, flush_request, needs_state, process_batch, process_flush
 
-__all__ = ["RunOptions", "StreamRunner", "stop_runners_for", "running_runners"]
+__all__ = ["MAX_BATCH_SIZE", "MAX_PARTITIONS", "RunOptions", "StreamRunner", "stop_runners_for", "running_runners"]
 
 _log = logging.getLogger("queen_sync.streams")
+
+#: the largest ``run(batch_size=)``: messages per pop, all held in memory and each
+#: partition's share committed as one cycle (one JSON body, one broker transaction). The
+#: broker reads ``batch`` as a 32-bit int and silently pops 1 message for anything above
+#: 2147483647; 10000 keeps a cycle's body and transaction to a sane size.
+MAX_BATCH_SIZE = 10_000
+#: the largest ``run(max_partitions=)``: partitions one pop claims, and cycle worker threads
+#: (one per partition in flight). The broker reads ``partitions`` as a 32-bit int (1 above
+#: 2147483647); beyond 1000 the threads cost more than the parallelism gains.
+MAX_PARTITIONS = 1_000
 
 _RECENT_MILLIS = 5 * 60 * 1000
 _RESENDS = 4
@@ -84,10 +94,12 @@ class RunOptions:
         own group ``streams.<query_id>``) and return them.
 
         Raises:
-            InvalidInputError: a bad option; nothing has been sent.
+            InvalidInputError: a bad option (``batch_size`` not an int of
+                1..:data:`MAX_BATCH_SIZE`, ``max_partitions`` not one of
+                1..:data:`MAX_PARTITIONS`, ...); nothing has been sent.
         """
-        int_arg("batch_size", kw["batch_size"], 1)
-        int_arg("max_partitions", kw["max_partitions"], 1)
+        int_arg("batch_size", kw["batch_size"], 1, MAX_BATCH_SIZE)
+        int_arg("max_partitions", kw["max_partitions"], 1, MAX_PARTITIONS)
         int_arg("max_wait_millis", kw["max_wait_millis"], 0)
         if kw["on_error"] is not None:
             check_arity(kw["on_error"], 2, "run(on_error=)")

@@ -303,9 +303,11 @@ class Stream:
         Args:
             query_id: the durable name of the query (its state, and the consumer group
                 ``streams.<query_id>`` unless ``consumer_group`` is given).
-            batch_size: messages per pop (total over its partitions); max_partitions:
-                partitions per pop and cycles in parallel; max_wait_millis: long-poll wait
-                in **milliseconds**.
+            batch_size: messages per pop (total over its partitions), 1..10000
+                (:data:`~queen_sync.streams.runner.MAX_BATCH_SIZE`); max_partitions:
+                partitions per pop and cycles in parallel (threads), 1..1000
+                (:data:`~queen_sync.streams.runner.MAX_PARTITIONS`); max_wait_millis:
+                long-poll wait in **milliseconds**.
             subscription_mode / subscription_from: where a new consumer group starts
                 (``"all"`` / ``"new"``; ``"now"`` or an ISO timestamp).
             reset: wipe the query's state if the chain changed (the source cursor is kept).
@@ -315,9 +317,10 @@ class Stream:
             the started :class:`~queen_sync.streams.runner.StreamRunner`.
 
         Raises:
-            InvalidInputError: a bad chain or argument, nothing sent: a ``batch_size`` /
-                ``max_partitions`` not an int >= 1, a ``max_wait_millis`` not an int of
-                0..31536000000, a ``subscription_mode`` other than ``"all"`` / ``"new"``, a
+            InvalidInputError: a bad chain or argument, nothing sent: a ``batch_size`` not
+                an int of 1..10000, a ``max_partitions`` not an int of 1..1000, a
+                ``max_wait_millis`` not an int of 0..31536000000, a ``subscription_mode``
+                other than ``"all"`` / ``"new"``, a
                 ``subscription_from`` neither ``"now"`` nor a timestamp the broker reads, a
                 consumer group (given, or ``streams.<query_id>``) that is not a valid name,
                 an ``on_error`` that cannot be called with two arguments.
