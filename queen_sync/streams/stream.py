@@ -145,9 +145,15 @@ class Stream:
 
     def window_tumbling(self, **opts: Any) -> "Stream":
         """Tumbling windows: ``seconds`` (required), ``grace_period`` (s, 0),
-        ``idle_flush_ms`` (ms, 5000; 0 = none), ``event_time`` (fn(message) -> epoch ms;
-        default: processing time from ``createdAt``), ``allowed_lateness`` (s, 0),
-        ``on_late`` ("drop" | "include")."""
+        ``idle_flush_ms`` (ms, an int of 0..31536000000, 5000; 0 = none), ``event_time``
+        (fn(message) -> epoch ms; default: processing time from ``createdAt``),
+        ``allowed_lateness`` (s, 0), ``on_late`` ("drop" | "include"). Durations in seconds
+        are numbers of 0.001..315537897600 (``seconds`` > 0).
+
+        Raises:
+            InvalidInputError: a missing, unknown or bad option (e.g. an ``idle_flush_ms``
+                that is a float or a bool); nothing runs.
+        """
         kw = _window_kwargs("window_tumbling", opts, ("seconds",) + _COMMON)
         if "seconds" not in kw:
             raise InvalidInputError("window_tumbling() needs seconds=")

@@ -2,7 +2,7 @@
 
 Owns: the window options, units and defaults of the official SDK (``seconds`` / ``size`` /
 ``slide`` / ``gap`` / ``grace_period`` / ``allowed_lateness`` in **seconds**,
-``idle_flush_ms`` in **milliseconds**, 0 = no idle flush; default 5000 for tumbling and
+``idle_flush_ms`` in **milliseconds**, an int, 0 = no idle flush; default 5000 for tumbling and
 sliding, 1000 for session, 30000 for cron), the assignment of an event time to windows, the
 fold of a batch into the window accumulators read from state (which windows close, which
 state rows are upserted or deleted) and the session logic (merge within ``gap``, close after
@@ -78,11 +78,12 @@ def _seconds(name: str, value: Any, *, positive: bool) -> Any:
 
 
 def _idle_ms(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            isinstance(value, float) and not math.isfinite(value)) or not 0 <= value <= MAX_DURATION_MILLIS:
-        raise InvalidInputError("idle_flush_ms must be a number of milliseconds of 0..%d (one year; 0 = no "
+    """Check ``idle_flush_ms``: an int (not a bool, not a float: 0.5 truncated to 0 turned
+    the idle flush off) of 0..MAX_DURATION_MILLIS, as ``run(max_wait_millis=)`` is checked."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DURATION_MILLIS:
+        raise InvalidInputError("idle_flush_ms must be an int of milliseconds of 0..%d (one year; 0 = no "
                                 "idle flush), got %r" % (MAX_DURATION_MILLIS, value))
-    return int(value)
+    return value
 
 
 def _on_late(value: Any) -> str:
