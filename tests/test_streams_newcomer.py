@@ -44,6 +44,9 @@ REGISTER = "/streams/v1/queries"
         ("q" * 250, {}, "consumer group"),
         ("nq", {"batch_size": 0}, "batch_size"),
         ("nq", {"max_partitions": True}, "max_partitions"),
+        ("nq", {"batch_size": 10_001}, r"batch_size must be an int >= 1 and <= 10000"),
+        ("nq", {"batch_size": 2**31}, r"batch_size must be an int >= 1 and <= 10000"),
+        ("nq", {"max_partitions": 1_001}, r"max_partitions must be an int >= 1 and <= 1000"),
         ("nq", {"max_wait_millis": 10**15}, "max_wait_millis"),
     ],
 )

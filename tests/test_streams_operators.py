@@ -243,3 +243,44 @@ def test_stages_split_pre_and_post():
     assert [op.kind for op in plan.pre] == ["map", "filter", "map"]
     assert [op.kind for op in plan.post] == ["map", "flatMap"]
     assert plan.sink_queue == "o" and plan.source_queue == "s"
+
+
+def test_gate_is_called_once_per_record_on_a_partial_allow_of_a_message():
+    # message 1 yields 3 records, message 2 yields 3; the gate allows 4: the 5th record (the
+    # second of message 2) is denied, so message 2 comes back whole. The gate was called for
+    # records 1..5 once each (it used to be called again for message 1's three records).
+    calls = []
+
+    def fn(v, ctx):
+        calls.append(v)
+        ctx.state["n"] = ctx.state.get("n", 0) + 1
+        return ctx.state["n"] <= 4
+
+    plan = (Stream.from_(Q("s")).flat_map(lambda m: [{"n": m["data"]["n"], "i": i} for i in range(3)])
+            .gate(fn).to(Q("o")).compile())
+    w = _run(plan, [msg(1, T0, {"n": 1}), msg(2, T0, {"n": 2})], {PID: {"n": 0}})
+    assert [(c["n"], c["i"]) for c in calls] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1)]
+    assert w.ack["transactionId"] == "t1" and w.ack["count"] == 1 and w.release_lease is False
+    assert [it["payload"] for it in w.push_items] == [{"n": 1, "i": i} for i in range(3)]
+    # the state persisted is the one after message 1: message 2's allowed record is undone
+    assert w.state_ops == [{"type": "upsert", "key": PID, "value": {"n": 3}}]
+    assert (w.gate_allows, w.gate_denials) == (3, 3)
+
+
+def test_gate_partial_message_undo_keeps_earlier_keys_and_drops_new_ones():
+    # keys by message: a, b; message 2 (key b) is partly allowed then denied: b is not
+    # persisted at all, a keeps what message 1 did; the loaded state is not mutated
+    calls = []
+
+    def fn(v, ctx):
+        calls.append((ctx.key, v))
+        ctx.state.setdefault("seen", []).append(v)
+        return v != "b2"
+
+    loaded = {"a": {"seen": ["old"]}}
+    plan = (Stream.from_(Q("s")).key_by(lambda m: m["data"]["k"])
+            .flat_map(lambda m: [m["data"]["k"] + "1", m["data"]["k"] + "2"]).gate(fn).to(Q("o")).compile())
+    w = _run(plan, [msg(1, T0, {"k": "a"}), msg(2, T0, {"k": "b"})], loaded)
+    assert calls == [("a", "a1"), ("a", "a2"), ("b", "b1"), ("b", "b2")]
+    assert w.state_ops == [{"type": "upsert", "key": "a", "value": {"seen": ["old", "a1", "a2"]}}]
+    assert loaded == {"a": {"seen": ["old"]}} and w.ack["count"] == 1

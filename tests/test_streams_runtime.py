@@ -287,3 +287,46 @@ def test_forked_child_sees_the_runner_stopped():
         assert r.is_running
     finally:
         r.stop()
+
+
+def test_batch_size_and_max_partitions_at_their_bounds_are_sent_as_given():
+    from queen_sync.streams.runner import MAX_BATCH_SIZE, MAX_PARTITIONS
+
+    assert (MAX_BATCH_SIZE, MAX_PARTITIONS) == (10_000, 1_000)
+    broker = FakeBroker()
+    for i in range(5):
+        broker.push("A", {"n": i})
+    r = Stream.from_(FakeSource(broker)).map(lambda m: m["data"]).to({"queueName": "o"}).run(
+        "qbounds", batch_size=MAX_BATCH_SIZE, max_partitions=MAX_PARTITIONS, max_wait_millis=10)
+    with r:
+        wait_for(lambda: r.metrics()["messagesTotal"] == 5, what="5 messages")
+    assert broker.last_pop_opts["batch"] == 10_000 and broker.last_pop_opts["partitions"] == 1_000
+    assert sorted(p["n"] for p in broker.sink_payloads()) == [0, 1, 2, 3, 4]
+
+
+def test_stop_from_inside_a_gate_completes_by_itself_after_the_cycle():
+    # the gate allows message 1, denies message 2 (held under the lease) and stops the runner
+    # from inside the cycle. Nobody calls stop() / join() afterwards: the runner still ends
+    # by itself once that cycle has committed: its threads end, the held message is released
+    # at once (not left to its lease expiry), and join() finds it stopped.
+    broker = FakeBroker()
+    holder = {}
+
+    def gate(v, ctx):
+        if v["n"] == 1:
+            return True
+        holder["stopped"] = holder["runner"].stop(5000)
+        return False
+
+    r = Stream.from_(FakeSource(broker)).gate(gate).to({"queueName": "o"}).run("q12", max_wait_millis=10)
+    holder["runner"] = r
+    assert r.describe()["threads"] >= 1
+    broker.push("A", {"n": 1})
+    broker.push("A", {"n": 2})
+    wait_for(lambda: "stopped" in holder, what="the gate to deny")
+    assert holder["stopped"] is False and not r.is_running
+    wait_for(lambda: r.metrics()["releasedTotal"] == 1, what="the held message to be released")
+    wait_for(lambda: r.describe()["threads"] == 0, what="every thread of the runner to end")
+    assert r.join(0) is True and r.stop(0) is True
+    assert broker.sink_payloads() == [{"n": 1}]  # the cycle in flight committed its allowed prefix
+    assert r.metrics()["stopReason"] == "stopped" and r not in running_runners()

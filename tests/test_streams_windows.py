@@ -191,3 +191,34 @@ def test_window_option_validation():
     assert isinstance(Stream.from_(Q("s")).window_session(gap=1).operators[0], SessionWindow)
     assert [TumblingWindow(seconds=1).idle_flush_ms, SlidingWindow(size=2, slide=1).idle_flush_ms,
             SessionWindow(gap=1).idle_flush_ms, CronWindow(every="hour").idle_flush_ms] == [5000, 5000, 1000, 30000]
+
+
+def test_sliding_window_refuses_more_than_the_bound_of_windows_per_event():
+    from queen_sync.streams.windows import MAX_SLIDING_WINDOWS_PER_EVENT
+
+    assert MAX_SLIDING_WINDOWS_PER_EVENT == 10_000
+    # 10**11 windows per event: refused by the builder method, before any chain is run
+    for size, slide in [(10**11, 1), (MAX_SLIDING_WINDOWS_PER_EVENT + 1, 1), (2 * MAX_SLIDING_WINDOWS_PER_EVENT + 2, 2)]:
+        with pytest.raises(InvalidInputError, match="more than 10000 windows"):
+            Stream.from_(Q("s")).window_sliding(size=size, slide=slide)
+    # at the bound: accepted, and an event is in exactly that many windows
+    w = Stream.from_(Q("s")).window_sliding(size=2 * MAX_SLIDING_WINDOWS_PER_EVENT, slide=2).operators[0]
+    assert w.per_event == MAX_SLIDING_WINDOWS_PER_EVENT
+    wins = w.assign(T0)
+    assert len(wins) == MAX_SLIDING_WINDOWS_PER_EVENT and len(set(wins)) == MAX_SLIDING_WINDOWS_PER_EVENT
+    assert all(start <= T0 < end and end - start == 20_000_000 for start, end in wins)
+
+
+@pytest.mark.parametrize("bad", [0.5, 1000.0, 1.5, True, False, "1000", None, float("nan")])
+@pytest.mark.parametrize("call", ["window_tumbling", "window_sliding", "window_session", "window_cron"])
+def test_idle_flush_ms_must_be_an_int_not_a_float_or_bool(call, bad):
+    shape = {"window_tumbling": {"seconds": 1}, "window_sliding": {"size": 2, "slide": 1},
+             "window_session": {"gap": 1}, "window_cron": {"every": "hour"}}[call]
+    s = Stream.from_(Q("s"))
+    # a float was truncated (0.5 became 0: no idle flush at all); a non-int is refused now, as max_wait_millis
+    with pytest.raises(InvalidInputError, match=r"idle_flush_ms must be an int of milliseconds of 0\.\.31536000000"):
+        getattr(s, call)(idle_flush_ms=bad, **shape)
+    with pytest.raises(InvalidInputError, match="idle_flush_ms must be an int"):
+        getattr(s, call)(idleFlushMs=bad, **shape)
+    w = getattr(s, call)(idle_flush_ms=1, **shape).operators[0]
+    assert w.idle_flush_ms == 1 and w.config["idleFlushMs"] == 1

@@ -5,9 +5,12 @@ A gate function ``fn(value, ctx)`` returns True (or ``{"allow": True}``) to pass
 on, False to stop the batch there. ``ctx.state`` is the mutable state dict of the record's
 key (default key: the source partition id), persisted when the key let a record through;
 ``ctx.stream_time_ms`` (alias ``streamTimeMs``) is the cycle's wall clock in epoch ms. The
-records before the first denial are committed (their source messages acked, the lease
-kept); the denied record and everything after it stay unacked and come back, in order
-(FIFO), when the lease expires.
+function is called once per record, in order, up to and including the first one it denies
+(as in the official SDK). The source messages wholly allowed before the first denial are
+committed (acked, the lease kept); the denied record's message (also when some of its
+records, from a ``flat_map``, were allowed: what the gate did to its state then is undone)
+and everything after it stay unacked and come back, in order (FIFO), when the lease
+expires, and are asked again then.
 """
 
 from __future__ import annotations
@@ -157,16 +160,36 @@ def evaluate_gate(
     partition_id: str,
     partition: Optional[str],
 ) -> Tuple[int, Dict[str, Any], List[str]]:
-    """Run the gate over ``records`` (each with ``.key`` and ``.value``) in order, stopping at
-    the first denial. Returns ``(allowed, live_state, touched_keys)``: the number of records
-    let through, the per-key state dicts, and the keys (in first-allow order) whose state
-    must be persisted. A gate function that raises propagates (nothing is committed)."""
+    """Run the gate over ``records`` (each with ``.key``, ``.value`` and ``.pos``, the index
+    of its source message; the records of one message are contiguous) in order, stopping at
+    the first denial. The gate function is called once per record, up to and including the
+    first one it denies (as in the official SDK), never again for the same record.
+
+    Whole messages only: when the denied record's message had records allowed before it,
+    that message counts as denied too, and what the gate did to the state of its keys while
+    allowing them is undone (the message comes back whole, and its records are asked again
+    then).
+
+    Returns ``(allowed, live_state, touched_keys)``: the number of records let through (those
+    of the messages wholly allowed), the per-key state dicts, and the keys (in first-allow
+    order) whose state must be persisted. A gate function that raises propagates (nothing is
+    committed)."""
     live: Dict[str, Any] = {}
     contexts: Dict[str, GateContext] = {}  # one per key: same state dict, same stream time
     touched: List[str] = []
     seen = set()
-    allowed = 0
+    sizes: Dict[Any, int] = {}
     for r in records:
+        sizes[r.pos] = sizes.get(r.pos, 0) + 1
+    allowed = 0
+    msg_pos: Any = None
+    msg_first = 0  # index of the first record of the current message
+    msg_touched = 0  # len(touched) before the current message
+    undo: Dict[str, Any] = {}  # key -> its state before the current message (multi-record messages)
+    for i, r in enumerate(records):
+        if r.pos != msg_pos:
+            msg_pos, msg_first, msg_touched = r.pos, i, len(touched)
+            undo = {}
         key = r.key
         ctx = contexts.get(key)
         if ctx is None:
@@ -175,7 +198,16 @@ def evaluate_gate(
                 st = {}
             live[key] = st
             ctx = contexts[key] = GateContext(st, stream_time_ms, partition_id, partition, key)
+        if sizes[r.pos] > 1 and key not in undo:
+            undo[key] = copy.deepcopy(ctx.state)
         if not gate.allows(r.value, ctx):
+            if i > msg_first:  # part of this message was allowed: undo it
+                allowed = msg_first
+                for k, before in undo.items():
+                    live[k] = before
+                for k in touched[msg_touched:]:
+                    seen.discard(k)
+                del touched[msg_touched:]
             break
         allowed += 1
         if key not in seen:

@@ -265,15 +265,10 @@ def _int_if_whole(v: float) -> Any:
 def _gate_batch(plan: Any, work: CycleWork, query: str, partition_id: str, partition_name: Optional[str],
                 lease_id: Optional[str], ordered: List[Dict[str, Any]], records: List[Record], loaded: Dict[str, Any],
                 now_ms: int) -> CycleWork:
+    # whole messages only: a message whose records were partly allowed comes back whole (the
+    # gate undoes its state changes; it is called once per record, never twice)
     allowed, live, touched = evaluate_gate(plan.gate, records, loaded, now_ms, partition_id, partition_name)
-    if allowed == len(records):
-        n_msgs = len(ordered)
-    else:
-        # ack whole messages only: a message whose records were partly allowed comes back whole
-        n_msgs = records[allowed].pos
-        if allowed and records[allowed - 1].pos == n_msgs:
-            kept = [r for r in records if r.pos < n_msgs]
-            allowed, live, touched = evaluate_gate(plan.gate, kept, loaded, now_ms, partition_id, partition_name)
+    n_msgs = len(ordered) if allowed == len(records) else records[allowed].pos
     work.gate_allows = allowed
     work.gate_denials = len(records) - allowed
     if n_msgs == 0:

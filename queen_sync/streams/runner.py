@@ -47,9 +47,19 @@ from .._callables import check_arity
 from ._partition_locks import partition_lock
 from .processor import CycleWork, flush_request, needs_state, process_batch, process_flush
 
-__all__ = ["RunOptions", "StreamRunner", "stop_runners_for", "running_runners"]
+__all__ = ["MAX_BATCH_SIZE", "MAX_PARTITIONS", "RunOptions", "StreamRunner", "stop_runners_for", "running_runners"]
 
 _log = logging.getLogger("queen_sync.streams")
+
+#: the largest ``run(batch_size=)``: messages per pop, all held in memory and each
+#: partition's share committed as one cycle (one JSON body, one broker transaction). The
+#: broker reads ``batch`` as a 32-bit int and silently pops 1 message for anything above
+#: 2147483647; 10000 keeps a cycle's body and transaction to a sane size.
+MAX_BATCH_SIZE = 10_000
+#: the largest ``run(max_partitions=)``: partitions one pop claims, and cycle worker threads
+#: (one per partition in flight). The broker reads ``partitions`` as a 32-bit int (1 above
+#: 2147483647); beyond 1000 the threads cost more than the parallelism gains.
+MAX_PARTITIONS = 1_000
 
 _RECENT_MILLIS = 5 * 60 * 1000
 _RESENDS = 4
@@ -84,10 +94,12 @@ class RunOptions:
         own group ``streams.<query_id>``) and return them.
 
         Raises:
-            InvalidInputError: a bad option; nothing has been sent.
+            InvalidInputError: a bad option (``batch_size`` not an int of
+                1..:data:`MAX_BATCH_SIZE`, ``max_partitions`` not one of
+                1..:data:`MAX_PARTITIONS`, ...); nothing has been sent.
         """
-        int_arg("batch_size", kw["batch_size"], 1)
-        int_arg("max_partitions", kw["max_partitions"], 1)
+        int_arg("batch_size", kw["batch_size"], 1, MAX_BATCH_SIZE)
+        int_arg("max_partitions", kw["max_partitions"], 1, MAX_PARTITIONS)
         int_arg("max_wait_millis", kw["max_wait_millis"], 0)
         if kw["on_error"] is not None:
             check_arity(kw["on_error"], 2, "run(on_error=)")
@@ -196,6 +208,7 @@ class StreamRunner:
         self._inflight = 0  # batches queued or in a cycle
         self._server_id: Optional[str] = None
         self._threads: List[threading.Thread] = []
+        self._finisher: Optional[threading.Thread] = None  # completes a stop asked from a user function
         self._pool: Optional[ThreadPoolExecutor] = None
         self._stats: Dict[str, Any] = {
             "cyclesTotal": 0, "flushCyclesTotal": 0, "messagesTotal": 0, "pushItemsTotal": 0,
@@ -298,17 +311,40 @@ class StreamRunner:
         """Stop, waiting at most ``timeout_millis`` ms: no new pops; the cycle in flight
         finishes (committed or abandoned, never half-applied); popped batches not started,
         and a gate's denied messages still under the lease, are released (``ack`` status
-        ``retry``: redelivered at once); open windows stay in the broker's state. Returns
-        True when every thread ended in time (False at once when called from a user
-        function running in one of this runner's cycles: the stop is requested, and that
-        cycle ends after the function returns). Idempotent."""
+        ``retry``: redelivered at once); open windows stay in the broker's state.
+
+        From a user function (a map, filter, key_by, reducer, gate, sink partition function
+        or foreach running in one of this runner's cycles or idle flushes) the stop cannot
+        wait for the cycle it is called from: it requests the stop and returns False at once
+        (not stopped yet). The cycle goes on when the function returns and commits (or is
+        abandoned) as usual; then the runner completes the stop by itself, in a background
+        thread, as this call from another thread would with the same ``timeout_millis``
+        (releases, shuts its threads down); :meth:`join` returns True once it has.
+
+        Args:
+            timeout_millis: the longest wait, in milliseconds (an int of 0..31536000000).
+
+        Returns:
+            True when every thread ended in time; False when they did not, or when called
+            from a user function (see above). Idempotent.
+
+        Raises:
+            InvalidInputError: a bad ``timeout_millis``.
+        """
         int_arg("timeout_millis", timeout_millis, 0)
         self._request_stop("stopped")
         if self._pid != os.getpid() or not self._started:
             self._stopped_event.set()
             return True
         if getattr(self._local, "worker", False):
-            return False  # called from a user function in a cycle: that cycle cannot be waited for here
+            # called from a user function in a cycle: that cycle cannot be waited for here, so
+            # a thread of its own completes the stop once the cycles in flight have ended
+            with self._lock:
+                if self._finisher is None and not self._stopped_event.is_set():
+                    self._finisher = threading.Thread(target=self.stop, args=(timeout_millis,),
+                                                      name="queen-stream-%s-stop" % self._query, daemon=True)
+                    self._finisher.start()
+            return False
         deadline = time.monotonic() + timeout_millis / 1000.0
         ok = True
         for th in self._threads:
@@ -331,8 +367,9 @@ class StreamRunner:
         return ok
 
     def join(self, timeout_millis: Optional[int] = None) -> bool:
-        """Block until the runner has stopped (someone called :meth:`stop`, ``Queen.close()``
-        ran, or the client was closed); returns False if ``timeout_millis`` passed first."""
+        """Block until the runner has stopped (someone called :meth:`stop`, also from a user
+        function, ``Queen.close()`` ran, or the client was closed); returns False if
+        ``timeout_millis`` (ms; None: no bound) passed first."""
         if self._pid != os.getpid() or not self._started:
             return True
         deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000.0
@@ -356,6 +393,7 @@ class StreamRunner:
         self._stop_event.set()
         self._stopped_event.set()
         self._pool = None
+        self._finisher = None
 
     def metrics(self) -> Dict[str, Any]:
         """Counters with the official runtime's keys (``queryId``, ``serverQueryId``,

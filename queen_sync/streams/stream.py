@@ -145,9 +145,15 @@ class Stream:
 
     def window_tumbling(self, **opts: Any) -> "Stream":
         """Tumbling windows: ``seconds`` (required), ``grace_period`` (s, 0),
-        ``idle_flush_ms`` (ms, 5000; 0 = none), ``event_time`` (fn(message) -> epoch ms;
-        default: processing time from ``createdAt``), ``allowed_lateness`` (s, 0),
-        ``on_late`` ("drop" | "include")."""
+        ``idle_flush_ms`` (ms, an int of 0..31536000000, 5000; 0 = none), ``event_time``
+        (fn(message) -> epoch ms; default: processing time from ``createdAt``),
+        ``allowed_lateness`` (s, 0), ``on_late`` ("drop" | "include"). Durations in seconds
+        are numbers of 0.001..315537897600 (``seconds`` > 0).
+
+        Raises:
+            InvalidInputError: a missing, unknown or bad option (e.g. an ``idle_flush_ms``
+                that is a float or a bool); nothing runs.
+        """
         kw = _window_kwargs("window_tumbling", opts, ("seconds",) + _COMMON)
         if "seconds" not in kw:
             raise InvalidInputError("window_tumbling() needs seconds=")
@@ -155,7 +161,14 @@ class Stream:
 
     def window_sliding(self, **opts: Any) -> "Stream":
         """Sliding windows: ``size`` and ``slide`` (s; size a whole multiple of slide), then
-        the options of :meth:`window_tumbling` (``idle_flush_ms`` default 5000)."""
+        the options of :meth:`window_tumbling` (``idle_flush_ms`` default 5000). Each event
+        is in ``size / slide`` windows: at most 10000
+        (:data:`~queen_sync.streams.windows.MAX_SLIDING_WINDOWS_PER_EVENT`).
+
+        Raises:
+            InvalidInputError: a missing or bad option, a ``size`` not a whole multiple of
+                ``slide``, or ``size / slide`` above 10000; nothing runs.
+        """
         kw = _window_kwargs("window_sliding", opts, ("size", "slide") + _COMMON)
         if "size" not in kw or "slide" not in kw:
             raise InvalidInputError("window_sliding() needs size= and slide=")
@@ -296,9 +309,11 @@ class Stream:
         Args:
             query_id: the durable name of the query (its state, and the consumer group
                 ``streams.<query_id>`` unless ``consumer_group`` is given).
-            batch_size: messages per pop (total over its partitions); max_partitions:
-                partitions per pop and cycles in parallel; max_wait_millis: long-poll wait
-                in **milliseconds**.
+            batch_size: messages per pop (total over its partitions), 1..10000
+                (:data:`~queen_sync.streams.runner.MAX_BATCH_SIZE`); max_partitions:
+                partitions per pop and cycles in parallel (threads), 1..1000
+                (:data:`~queen_sync.streams.runner.MAX_PARTITIONS`); max_wait_millis:
+                long-poll wait in **milliseconds**.
             subscription_mode / subscription_from: where a new consumer group starts
                 (``"all"`` / ``"new"``; ``"now"`` or an ISO timestamp).
             reset: wipe the query's state if the chain changed (the source cursor is kept).
@@ -308,9 +323,10 @@ class Stream:
             the started :class:`~queen_sync.streams.runner.StreamRunner`.
 
         Raises:
-            InvalidInputError: a bad chain or argument, nothing sent: a ``batch_size`` /
-                ``max_partitions`` not an int >= 1, a ``max_wait_millis`` not an int of
-                0..31536000000, a ``subscription_mode`` other than ``"all"`` / ``"new"``, a
+            InvalidInputError: a bad chain or argument, nothing sent: a ``batch_size`` not
+                an int of 1..10000, a ``max_partitions`` not an int of 1..1000, a
+                ``max_wait_millis`` not an int of 0..31536000000, a ``subscription_mode``
+                other than ``"all"`` / ``"new"``, a
                 ``subscription_from`` neither ``"now"`` nor a timestamp the broker reads, a
                 consumer group (given, or ``streams.<query_id>``) that is not a valid name,
                 an ``on_error`` that cannot be called with two arguments.

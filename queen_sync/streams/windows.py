@@ -2,7 +2,7 @@
 
 Owns: the window options, units and defaults of the official SDK (``seconds`` / ``size`` /
 ``slide`` / ``gap`` / ``grace_period`` / ``allowed_lateness`` in **seconds**,
-``idle_flush_ms`` in **milliseconds**, 0 = no idle flush; default 5000 for tumbling and
+``idle_flush_ms`` in **milliseconds**, an int, 0 = no idle flush; default 5000 for tumbling and
 sliding, 1000 for session, 30000 for cron), the assignment of an event time to windows, the
 fold of a batch into the window accumulators read from state (which windows close, which
 state rows are upserted or deleted) and the session logic (merge within ``gap``, close after
@@ -28,6 +28,7 @@ from .state import SEP, parse_iso_ms, parse_window_state_key, session_state_key,
 
 __all__ = [
     "MAX_WINDOW_SECONDS",
+    "MAX_SLIDING_WINDOWS_PER_EVENT",
     "WindowOperator",
     "TumblingWindow",
     "SlidingWindow",
@@ -53,6 +54,11 @@ _WEEK_OFFSET_MS = 4 * 86400000
 MAX_WINDOW_SECONDS = (_MAX_EVENT_MS + 1 - _MIN_EVENT_MS) // 1000
 _MIN_SECONDS = 0.001
 
+#: the most windows a sliding window puts one event in (``size / slide``): each event is
+#: folded into that many accumulators (state rows), so a huge size over a tiny slide (up to
+#: about 3 * 10**14 windows per event) made a cycle that never ends
+MAX_SLIDING_WINDOWS_PER_EVENT = 10_000
+
 
 def _seconds(name: str, value: Any, *, positive: bool) -> Any:
     """Check a duration in seconds: a number of 0.001..MAX_WINDOW_SECONDS (0 too when not
@@ -72,11 +78,12 @@ def _seconds(name: str, value: Any, *, positive: bool) -> Any:
 
 
 def _idle_ms(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            isinstance(value, float) and not math.isfinite(value)) or not 0 <= value <= MAX_DURATION_MILLIS:
-        raise InvalidInputError("idle_flush_ms must be a number of milliseconds of 0..%d (one year; 0 = no "
+    """Check ``idle_flush_ms``: an int (not a bool, not a float: 0.5 truncated to 0 turned
+    the idle flush off) of 0..MAX_DURATION_MILLIS, as ``run(max_wait_millis=)`` is checked."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DURATION_MILLIS:
+        raise InvalidInputError("idle_flush_ms must be an int of milliseconds of 0..%d (one year; 0 = no "
                                 "idle flush), got %r" % (MAX_DURATION_MILLIS, value))
-    return int(value)
+    return value
 
 
 def _on_late(value: Any) -> str:
@@ -194,7 +201,13 @@ class TumblingWindow(WindowOperator):
 
 class SlidingWindow(WindowOperator):
     """``.window_sliding(size=..., slide=...)``: windows of ``size`` starting every ``slide``
-    (``size`` a whole multiple of ``slide``); an event is in ``size / slide`` windows."""
+    (``size`` a whole multiple of ``slide``); an event is in ``size / slide`` windows, at most
+    :data:`MAX_SLIDING_WINDOWS_PER_EVENT` (10000).
+
+    Raises:
+        InvalidInputError: a bad duration, a ``size`` not a whole multiple of ``slide``, or
+            ``size / slide`` above :data:`MAX_SLIDING_WINDOWS_PER_EVENT`.
+    """
 
     window_kind = "sliding"
     config_kind = "window-sliding"
@@ -207,6 +220,10 @@ class SlidingWindow(WindowOperator):
         self.slide = _seconds("window_sliding slide", slide, positive=True)
         if size % slide != 0:
             raise InvalidInputError("window_sliding: size (%r) must be a whole multiple of slide (%r)" % (size, slide))
+        if size > slide * MAX_SLIDING_WINDOWS_PER_EVENT:
+            raise InvalidInputError(
+                "window_sliding: size / slide (%r / %r) puts each event in more than %d windows; use a larger "
+                "slide or a smaller size" % (size, slide, MAX_SLIDING_WINDOWS_PER_EVENT))
         self.size_ms = int(size * 1000)
         self.slide_ms = int(slide * 1000)
         self.per_event = int(size / slide)
