@@ -3,9 +3,11 @@ queues, consumer groups and dead letters from a shell or a CI step, on the publi
 
 Output is one JSON value per line on stdout (pipe it to ``jq``), or readable tables with
 ``--pretty`` (not for ``pop`` / ``consume``, which print messages as JSON lines only). Errors go
-to stderr, one line, with exit status 1 (2 for bad usage, 130 when interrupted, 141 when stdout
-is closed early, e.g. piped into ``head``: then nothing unprinted is acked or nacked, it is
-released for redelivery); ``--debug`` adds the traceback and the library's debug log. The broker is
+to stderr, one line, with exit status 1 (2 for bad usage, 130 when interrupted by Ctrl-C, 141 when
+stdout is closed early, e.g. piped into ``head``: then nothing unprinted is acked or nacked, it is
+released for redelivery). ``consume`` is the exception to 130: a first Ctrl-C (SIGINT) or SIGTERM
+stops it gracefully (exit status 0 unless a message was nacked or an ack failed), a second SIGINT
+aborts it (130); ``--debug`` adds the traceback and the library's debug log. The broker is
 ``--url`` or ``QUEEN_URL``; a bearer token is read from ``QUEEN_BEARER_TOKEN`` only (never
 from the command line, where other users could see it). Run ``queen-sync COMMAND --help``.
 """
@@ -100,7 +102,11 @@ _COMMAND_EPILOG = {
     "'| head -1'): the consumer stops, the message it could not print and every one not yet "
     "printed are released for redelivery (neither acked nor nacked). An --exec command killed by "
     "SIGINT / SIGTERM (Ctrl-C reaches it too) is no verdict: its message is released, not nacked, "
-    "and consume stops." % EXIT_BROKEN_PIPE,
+    "and consume stops. A first Ctrl-C (SIGINT) or SIGTERM stops consume gracefully: the running "
+    "--exec command is waited for, what was popped and not started is released, and the exit status "
+    "is 0 unless a message was nacked or an ack failed. A second SIGINT aborts it: the running "
+    "--exec command is sent SIGTERM (its message released), exit status 130; a second SIGTERM "
+    "ends the process as SIGTERM does." % EXIT_BROKEN_PIPE,
 }
 
 
@@ -441,8 +447,9 @@ def cmd_pop(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 class _StopSignals:
     """SIGINT / SIGTERM while ``consume`` runs (main thread only; a context manager): the
     first one sets ``stop`` (a graceful stop: what was popped is released); a second SIGINT
-    raises KeyboardInterrupt (the drain is aborted, exit status 130), a second SIGTERM ends
-    the process as SIGTERM does.
+    calls ``abort`` (which ends the running ``--exec`` command: the consumer waits for its
+    handler) and raises KeyboardInterrupt (the drain is aborted, exit status 130), a second
+    SIGTERM ends the process as SIGTERM does.
 
     Not the consumer's ``handle_signals``: that one leaves a signal arriving once the consumer
     is stopping to the previous handler, and the Ctrl-C that killed an ``--exec`` command
@@ -451,9 +458,10 @@ class _StopSignals:
     first one.
     """
 
-    def __init__(self, stop: threading.Event, why: Dict[str, str]) -> None:
+    def __init__(self, stop: threading.Event, why: Dict[str, str], abort: Callable[[], None]) -> None:
         self._stop = stop
         self._why = why
+        self._abort = abort
         self._seen = 0
         self._prev: Dict[int, Any] = {}
 
@@ -474,6 +482,7 @@ class _StopSignals:
             self._stop.set()
             return
         if signum == signal.SIGINT:
+            self._abort()
             raise KeyboardInterrupt
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
@@ -491,6 +500,7 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     stop = threading.Event()  # the consumer's stop_event: stdout closed, a command interrupted, a signal
     why: Dict[str, str] = {}  # what set ``stop`` ("stdout closed", "command interrupted", "signal"), in order
     counts = {"acked": 0, "nacked": 0, "released": 0, "ack failures": 0}
+    running: "set[subprocess.Popen[bytes]]" = set()  # the --exec commands running (ended by a second SIGINT)
 
     def settle(msg: Any, status: Union[bool, str], count: str, error: Optional[str] = None) -> None:
         try:
@@ -519,7 +529,13 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
             return
         body = (json.dumps(msg, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         sys.stdout.flush()
-        rc = subprocess.run(command, shell=True, input=body).returncode
+        proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE)
+        running.add(proc)
+        try:
+            proc.communicate(body)
+        finally:
+            running.discard(proc)
+        rc = proc.returncode
         if rc in _INTERRUPTED:
             # killed by SIGINT / SIGTERM: the Ctrl-C (or the stop of a service) that reaches
             # this process reaches the command too, being in its process group. That is no
@@ -532,7 +548,16 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         else:
             settle(msg, True, "acked")
 
-    with _StopSignals(stop, why):
+    def abort() -> None:
+        """A second SIGINT: end the running commands (a command that outlived the first
+        one would hold the abort until it ends); their messages are released."""
+        for proc in list(running):
+            try:
+                os.kill(proc.pid, signal.SIGTERM)  # not proc.terminate(): no lock in a signal handler
+            except OSError:  # already ended
+                pass
+
+    with _StopSignals(stop, why, abort):
         result = b.consume(handler, stop_event=stop)
     closed = "stdout closed" in why
     summary = "consumed %d message(s): %d acked, %d nacked, %d released%s (%s)" % (

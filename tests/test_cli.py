@@ -484,14 +484,18 @@ def test_seek_partition_without_to_end_is_a_usage_error(cli_env: Dict[str, str],
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_consume_stops_gracefully_on_sigterm(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_consume_stops_gracefully_on_a_first_signal(cli_env: Dict[str, str], qname: str, client: Queen,
+                                                    sig: int) -> None:
+    # a first Ctrl-C (SIGINT) is a graceful stop with exit status 0, as SIGTERM is (the module
+    # docstring said 130 for any interruption)
     client.queue(qname).partition("p").push({"data": {"n": 1}})
     proc = subprocess.Popen([sys.executable, "-m", "queen_sync", "consume", qname, "--group", "g"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
     try:
         assert proc.stdout is not None
         assert json.loads(proc.stdout.readline())["data"] == {"n": 1}  # running, its handlers installed
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
@@ -499,3 +503,56 @@ def test_consume_stops_gracefully_on_sigterm(cli_env: Dict[str, str], qname: str
             proc.communicate()
     assert proc.returncode == 0 and out == "", err
     assert err == "consumed 1 message(s): 1 acked, 0 nacked, 0 released (signal)\n"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_consume_second_sigint_aborts_with_130_and_ends_the_running_command(
+        cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    import queue
+
+    client.queue(qname).config({"retryDelay": 0, "retryLimit": 0}).create()  # a nack: dead-lettered at once
+    client.queue(qname).partition("p").push({"data": {"n": 1}})
+    # signals go to the CLI only (kill PID, not Ctrl-C's process group): the command outlives the
+    # first one, which waits for it. The command says on stderr (the CLI's) that it runs, and when
+    # the abort sends it SIGTERM
+    script = ("import os, signal, sys, time\n"
+              "def term(n, f):\n"
+              "    sys.stderr.write('command got SIGTERM\\n'); sys.stderr.flush()\n"
+              "    signal.signal(n, signal.SIG_DFL); os.kill(os.getpid(), n)\n"
+              "signal.signal(signal.SIGTERM, term)\n"
+              "sys.stderr.write('started\\n'); sys.stderr.flush(); time.sleep(120)\n")
+    command = "exec %s -c %s" % (shlex.quote(sys.executable), shlex.quote(script))
+    proc = subprocess.Popen([sys.executable, "-m", "queen_sync", "consume", qname, "--group", "g", "--exec", command],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+    lines: "queue.Queue[str]" = queue.Queue()
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    err: List[str] = []
+    try:
+        assert lines.get(timeout=30) == "started\n"  # the handlers are installed: the command runs inside consume
+        # the first SIGINT the CLI handles stops it (it keeps waiting for the command), the next one
+        # aborts it, which ends the command. Two signals sent before the CLI handles the first are
+        # taken as one: send one at a time until the command reports its end (none after that)
+        for _ in range(30):
+            proc.send_signal(signal.SIGINT)
+            try:
+                err.append(lines.get(timeout=1))
+            except queue.Empty:
+                continue
+            assert err[-1] == "command got SIGTERM\n", err
+            break
+        proc.wait(timeout=30)
+        reader.join(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    while not lines.empty():
+        err.append(lines.get())
+    assert proc.returncode == 130, err
+    assert err[-1] == "queen-sync: interrupted\n", err
+    assert proc.stdout is not None and proc.stdout.read() == ""
+    # the command's message was released (SIGTERM is no verdict), not nacked into the dead letters
+    assert client.queue(qname).dlq("g").get() == []
+    assert [m["data"]["n"] for m in client.queue(qname).group("g").batch(10).pop()] == [1]
