@@ -3,11 +3,12 @@ queues, consumer groups and dead letters from a shell or a CI step, on the publi
 
 Output is one JSON value per line on stdout (pipe it to ``jq``), or readable tables with
 ``--pretty`` (not for ``pop`` / ``consume``, which print messages as JSON lines only). Errors go
-to stderr, one line, with exit status 1 (2 for bad usage, 130 when interrupted by Ctrl-C, 141 when
-stdout is closed early, e.g. piped into ``head``: then nothing unprinted is acked or nacked, it is
-released for redelivery). ``consume`` is the exception to 130: a first Ctrl-C (SIGINT) or SIGTERM
-stops it gracefully (exit status 0 unless a message was nacked or an ack failed), a second SIGINT
-aborts it (130); ``--debug`` adds the traceback and the library's debug log. The broker is
+to stderr, one line, with exit status 1 (2 for bad usage, 130 when interrupted by Ctrl-C, 143 when
+stopped by SIGTERM, e.g. in a ``pop --wait-millis`` long poll, 141 when stdout is closed early,
+e.g. piped into ``head``: in these three, nothing unprinted is acked or nacked, it is released
+for redelivery). ``consume`` differs: a first Ctrl-C (SIGINT) or SIGTERM stops it gracefully
+(exit status 0 unless a message was nacked or an ack failed), a second SIGINT aborts it (130), a
+second SIGTERM ends it as SIGTERM does; ``--debug`` adds the traceback and the library's debug log. The broker is
 ``--url`` or ``QUEEN_URL``; a bearer token is read from ``QUEEN_BEARER_TOKEN`` only (never
 from the command line, where other users could see it). Run ``queen-sync COMMAND --help``.
 """
@@ -38,6 +39,8 @@ log = logging.getLogger("queen_sync.cli")
 PROG = "queen-sync"
 #: Exit status when stdout is closed before the output is written (128 + SIGPIPE, as a shell says).
 EXIT_BROKEN_PIPE = 141
+#: Exit status after a SIGTERM outside ``consume`` (128 + SIGTERM, as a shell says).
+EXIT_TERMINATED = 128 + signal.SIGTERM
 #: Commands that print messages as JSON lines only (``--pretty`` is refused there).
 _JSON_ONLY = ("pop", "consume")
 #: Items per push request when reading stdin (``--batch-size``).
@@ -56,6 +59,13 @@ class CliError(Exception):
 class StdoutClosed(Exception):
     """stdout was closed (BrokenPipeError) while a command wrote to it; the text says what
     became of the messages (exit status :data:`EXIT_BROKEN_PIPE`)."""
+
+
+class _Terminated(BaseException):
+    """SIGTERM outside ``consume``, raised in the main thread (a BaseException, as
+    KeyboardInterrupt is: no ``except Exception`` of the library takes it for a failure of
+    the request it interrupts); exit status :data:`EXIT_TERMINATED`. The text, if any, says
+    what became of the messages."""
 
 
 # ---------------------------------------------------------------------------- parser
@@ -426,19 +436,23 @@ def cmd_pop(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         b = b.group(ns.group)
     if ns.wait_millis is not None:
         b = b.wait(True).timeout_millis(ns.wait_millis)
-    msgs = b.pop()
+    msgs = b.pop()  # a SIGTERM (or Ctrl-C) in a long poll ends it here: nothing was printed
     written = 0
     try:
         for m in msgs:
             out.line(m)  # flushed: a closed stdout fails here, not later
             written += 1
-    except BrokenPipeError:
+    except (BrokenPipeError, KeyboardInterrupt, _Terminated) as exc:
         rest = msgs[written:]
         if ns.ack and written:
             q.ack(msgs[:written], True)
-        q.ack(rest, "retry")  # never shown: redeliver them without counting a retry
-        raise StdoutClosed("%d of %d message(s) written%s, %d released" % (
-            written, len(msgs), " and acked" if ns.ack else "", len(rest))) from None
+        if rest:
+            q.ack(rest, "retry")  # never shown: redeliver them without counting a retry
+        detail = "%d of %d message(s) written%s, %d released" % (
+            written, len(msgs), " and acked" if ns.ack else "", len(rest))
+        if isinstance(exc, BrokenPipeError):
+            raise StdoutClosed(detail) from None
+        raise type(exc)(detail) from None
     if ns.ack and msgs:
         q.ack(msgs, True)
     return 0
@@ -671,6 +685,30 @@ def _stdout_to_devnull() -> None:
         pass
 
 
+class _TerminateOnSigterm:
+    """SIGTERM raises :class:`_Terminated` in the main thread while a command other than
+    ``consume`` (which handles it itself) runs: the process stops with a line on stderr and
+    exit status :data:`EXIT_TERMINATED`, where SIGTERM's default action killed it silently
+    (in a ``pop --wait-millis`` long poll too). A second SIGTERM ends it as SIGTERM does.
+    A context manager; main thread only."""
+
+    def __enter__(self) -> "_TerminateOnSigterm":
+        self._prev: Any = None
+        self._installed = threading.current_thread() is threading.main_thread()
+        if self._installed:
+            self._prev = signal.signal(signal.SIGTERM, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._prev if self._prev is not None else signal.SIG_DFL)
+
+    @staticmethod
+    def _on_signal(signum: int, frame: Any) -> None:
+        signal.signal(signum, signal.SIG_DFL)  # the cleanup (releases, close) may be cut short by a second one
+        raise _Terminated()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``queen-sync`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     ap = build_parser()
@@ -688,14 +726,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _setup_logging(ns.debug)
     out = Output(sys.stdout, ns.pretty)
     try:
-        q = _client(ns)
-        try:
-            return COMMANDS[ns.command](q, ns, out)
-        finally:
-            q.close()
-    except KeyboardInterrupt:
-        sys.stderr.write("%s: interrupted\n" % PROG)
+        with _TerminateOnSigterm():
+            q = _client(ns)
+            try:
+                return COMMANDS[ns.command](q, ns, out)
+            finally:
+                q.close()
+    except KeyboardInterrupt as exc:
+        sys.stderr.write("%s: interrupted%s\n" % (PROG, ": %s" % exc if str(exc) else ""))
         return 130
+    except _Terminated as exc:
+        sys.stderr.write("%s: terminated (SIGTERM)%s\n" % (PROG, ": %s" % exc if str(exc) else ""))
+        return EXIT_TERMINATED
     except (BrokenPipeError, StdoutClosed) as exc:  # e.g. piped into `head`
         _stdout_to_devnull()
         detail = ": %s" % exc if isinstance(exc, StdoutClosed) else ""

@@ -556,3 +556,27 @@ def test_consume_second_sigint_aborts_with_130_and_ends_the_running_command(
     # the command's message was released (SIGTERM is no verdict), not nacked into the dead letters
     assert client.queue(qname).dlq("g").get() == []
     assert [m["data"]["n"] for m in client.queue(qname).group("g").batch(10).pop()] == [1]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_pop_long_poll_stopped_by_sigterm_says_so_and_exits_143(cli_env: Dict[str, str], qname: str) -> None:
+    # SIGTERM's default action killed the process in the long poll, without a word (-15)
+    proc = subprocess.Popen([sys.executable, "-m", "queen_sync", "--debug", "pop", qname, "--group", "g",
+                             "--wait-millis", "120000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # --debug logs each request as it is sent: the pop is the first
+            if "/api/v1/pop/" in line:
+                break
+        else:
+            pytest.fail("no pop request logged")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)  # well before the 120 s of the long poll
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err
+    assert out == "" and err.splitlines()[-1] == "queen-sync: terminated (SIGTERM)", err
+    assert "Traceback" not in err
