@@ -580,7 +580,7 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         ", ".join(why) if why else result.reason)  # the stop_event's reason is "stopped"
     if closed:
         raise StdoutClosed(summary)
-    sys.stderr.write(summary + "\n")
+    sys.stderr.write(_printable(summary) + "\n")
     return 1 if counts["nacked"] or counts["ack failures"] else 0
 
 
@@ -654,21 +654,29 @@ COMMANDS: Dict[str, Callable[[Queen, argparse.Namespace, Output], int]] = {
 # ---------------------------------------------------------------------------- main
 
 
-class _Brief(logging.Formatter):
-    """Log lines without tracebacks (those come with --debug)."""
+class _LogLines(logging.Formatter):
+    """Log lines on stderr: the message with its unprintable characters escaped as the error
+    lines are (:func:`_printable`: a broker's text in a warning reached the terminal raw);
+    without tracebacks unless ``debug``."""
+
+    def __init__(self, fmt: str, debug: bool) -> None:
+        super().__init__(fmt)
+        self._debug = debug
 
     def format(self, record: logging.LogRecord) -> str:
         record = copy.copy(record)
-        record.exc_info = None
-        record.exc_text = None
-        record.stack_info = None
+        record.msg = _printable(record.getMessage())
+        record.args = None
+        if not self._debug:
+            record.exc_info = None
+            record.exc_text = None
+            record.stack_info = None
         return super().format(record)
 
 
 def _setup_logging(debug: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    fmt = "%s: %%(levelname)s %%(name)s: %%(message)s" % PROG
-    handler.setFormatter(logging.Formatter(fmt) if debug else _Brief(fmt))
+    handler.setFormatter(_LogLines("%s: %%(levelname)s %%(name)s: %%(message)s" % PROG, debug))
     root = logging.getLogger("queen_sync")
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
@@ -709,6 +717,14 @@ class _TerminateOnSigterm:
         raise _Terminated()
 
 
+def _error_line(kind: str, exc: Optional[BaseException]) -> None:
+    """``queen-sync: KIND[: TEXT]`` on stderr, one line: the text of ``exc`` (a broker's error
+    text, a queue name...) with its unprintable characters escaped, as ``--pretty`` shows
+    them (an ESC, a CR or a newline in it reached the terminal raw)."""
+    text = "" if exc is None else str(exc)
+    sys.stderr.write("%s: %s%s\n" % (PROG, kind, ": " + _printable(text) if text else ""))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``queen-sync`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     ap = build_parser()
@@ -733,24 +749,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             finally:
                 q.close()
     except KeyboardInterrupt as exc:
-        sys.stderr.write("%s: interrupted%s\n" % (PROG, ": %s" % exc if str(exc) else ""))
+        _error_line("interrupted", exc)
         return 130
     except _Terminated as exc:
-        sys.stderr.write("%s: terminated (SIGTERM)%s\n" % (PROG, ": %s" % exc if str(exc) else ""))
+        _error_line("terminated (SIGTERM)", exc)
         return EXIT_TERMINATED
     except (BrokenPipeError, StdoutClosed) as exc:  # e.g. piped into `head`
         _stdout_to_devnull()
-        detail = ": %s" % exc if isinstance(exc, StdoutClosed) else ""
         try:
-            sys.stderr.write("%s: stdout closed (broken pipe)%s\n" % (PROG, detail))
+            _error_line("stdout closed (broken pipe)", exc if isinstance(exc, StdoutClosed) else None)
         except OSError:
             pass
         return EXIT_BROKEN_PIPE
     except (QueenError, CliError) as exc:
         if ns.debug:
             raise
-        kind = "invalid input" if isinstance(exc, InvalidInputError) else "error"
-        sys.stderr.write("%s: %s: %s\n" % (PROG, kind, exc))
+        _error_line("invalid input" if isinstance(exc, InvalidInputError) else "error", exc)
         return 1
 
 

@@ -580,3 +580,45 @@ def test_pop_long_poll_stopped_by_sigterm_says_so_and_exits_143(cli_env: Dict[st
     assert proc.returncode == 143, err
     assert out == "" and err.splitlines()[-1] == "queen-sync: terminated (SIGTERM)", err
     assert "Traceback" not in err
+
+
+def test_error_and_warning_lines_escape_control_characters(cli_env: Dict[str, str]) -> None:
+    # a broker's error text reached the terminal raw: an ESC sequence, a CR rewriting the line,
+    # a newline making a second line, a bidi override
+    text = "boom\x1b[2K\rforged line\nsecond\u202eevil"
+    status = [400]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            body = json.dumps({"error": text}).encode()
+            self.send_response(status[0])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    escaped = "boom\\x1b[2K\\rforged line second\\u202eevil"
+    try:
+        url = "http://127.0.0.1:%d" % srv.server_address[1]
+        r = cli(dict(cli_env, QUEEN_URL=url), "queues")
+        assert r.code == 1 and r.out == ""
+        assert r.err.startswith("queen-sync: error: ") and r.err.endswith(": %s\n" % escaped), repr(r.err)
+        assert len(r.err.splitlines()) == 1
+        # a log line too: with two brokers, a 503 marks one unhealthy with a warning naming the error
+        status[0] = 503
+        two = "%s,http://localhost:%d" % (url, srv.server_address[1])
+        r = cli(dict(cli_env, QUEEN_URL=two), "--timeout-millis", "2000", "queues")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert r.code == 1
+    lines = r.err.splitlines()
+    assert any(line.startswith("queen-sync: WARNING ") and line.endswith(escaped) for line in lines), repr(r.err)
+    assert lines[-1].startswith("queen-sync: error: ") and lines[-1].endswith(escaped), repr(r.err)
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f\u202e]", r.err), repr(r.err)
