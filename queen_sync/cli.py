@@ -359,8 +359,7 @@ def _json_values(lines: Iterator[str]) -> Iterator[tuple]:
 
 
 def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
-    if ns.batch_size < 1:
-        raise CliError("--batch-size must be at least 1")
+    # --batch-size >= 1: checked by its argparse type (a usage error naming the flag)
     target = _queue(q, ns)
 
     def item(n: Optional[int], value: Any) -> Dict[str, Any]:

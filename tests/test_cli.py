@@ -622,3 +622,12 @@ def test_error_and_warning_lines_escape_control_characters(cli_env: Dict[str, st
     assert any(line.startswith("queen-sync: WARNING ") and line.endswith(escaped) for line in lines), repr(r.err)
     assert lines[-1].startswith("queen-sync: error: ") and lines[-1].endswith(escaped), repr(r.err)
     assert not re.search("[\x00-\x09\x0b-\x1f\x7f\u202e]", r.err), repr(r.err)
+
+
+def test_push_batch_size_below_one_is_a_usage_error(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    # the argparse type is the one check (cmd_push had a second one that could never run)
+    for value in ("0", "-3"):
+        r = cli(cli_env, "push", qname, "--batch-size", value, stdin='{"a": 1}\n')
+        assert r.code == 2 and r.out == "", r.err
+        assert r.err.splitlines()[-1] == "queen-sync push: error: argument --batch-size: must be >= 1, got %s" % value
+    assert client.queue(qname).batch(10).pop() == []  # nothing was sent
