@@ -203,7 +203,7 @@ def command_parser(name: str) -> argparse.ArgumentParser:
             p.add_argument("--partition", metavar="P")
             p.add_argument("--limit", type=_int_at_least(1), default=100, metavar="N", help="at most N rows (default 100)")
     elif name == "groups":
-        p.add_argument("queue", nargs="?")
+        p.add_argument("queue", nargs="?", help="only the groups of this queue (an unknown queue is an error)")
     elif name == "seek":
         p.add_argument("group")
         p.add_argument("queue")
@@ -588,13 +588,18 @@ def cmd_queues(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+def _queue_not_found(name: str) -> CliError:
+    """The error of the commands naming a queue the broker does not have (exit status 1)."""
+    return CliError("queue %r not found" % name)
+
+
 def cmd_queue(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     try:
         detail = dict(q.admin.get_queue_detail(ns.queue))
     except BrokerError as exc:
         if "not found" not in str(exc).lower():
             raise
-        raise CliError("queue %r not found" % ns.queue) from None
+        raise _queue_not_found(ns.queue) from None
     listed = [e for e in q.admin.list_queues().get("queues") or [] if e.get("name") == ns.queue]
     # depth: the message counts `queues` shows ({total, pending, processing})
     detail["depth"] = listed[0].get("messages") if listed else None
@@ -609,8 +614,11 @@ def cmd_queue(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 
 def cmd_groups(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     groups = q.admin.list_consumer_groups()
-    if ns.queue:
+    if ns.queue is not None:
         groups = [g for g in groups if g.get("queueName") == ns.queue]
+        # no group: an unknown queue is an error, as for `queue` (it printed nothing, exit status 0)
+        if not groups and not any(e.get("name") == ns.queue for e in q.admin.list_queues().get("queues") or []):
+            raise _queue_not_found(ns.queue)
     out.rows(groups)
     return 0
 

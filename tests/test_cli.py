@@ -389,6 +389,18 @@ def test_unknown_queue_error_names_the_queue(cli_env: Dict[str, str], qname: str
     assert r.code == 1 and r.err == "queen-sync: error: queue 'nope-%s' not found\n" % qname
 
 
+def test_groups_of_an_unknown_queue_is_not_found(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    # it printed nothing with exit status 0, as for a queue without groups; now as `queue` does
+    for name in ("nope-%s" % qname, ""):
+        r = cli(cli_env, "groups", name)
+        assert r.code == 1 and r.out == "" and r.err == "queen-sync: error: queue %r not found\n" % name, r.err
+    client.queue(qname).create()  # a queue without consumer groups: none, and no error
+    r = cli(cli_env, "groups", qname)
+    assert r.code == 0 and r.out == "", r.err
+    r = cli(cli_env, "groups", qname, "--pretty")
+    assert r.code == 0 and r.out == "(none)\n", r.err
+
+
 def test_usage_errors_name_the_flag_and_the_missing_command(cli_env: Dict[str, str]) -> None:
     r = cli(cli_env)  # argparse said "the following arguments are required: COMMAND, arguments"
     assert r.code == 2 and "a COMMAND is needed, one of: push, pop" in r.err and "arguments" not in r.err.splitlines()[-1]
