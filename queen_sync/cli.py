@@ -120,15 +120,24 @@ _COMMAND_EPILOG = {
 }
 
 
+_DECIMAL = re.compile("-?[0-9]+")
+#: More digits than any integer flag takes (the bounds of the client are far below).
+_MAX_DIGITS = 30
+
+
 def _int_at_least(minimum: int, maximum: Optional[int] = None) -> Callable[[str], int]:
     """An argparse ``type`` for an int option from ``minimum`` (to ``maximum``); its error
     names the option, where the client's own check would name the client's argument."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError("expected an integer, got %r" % (text,)) from None
+        # plain ASCII decimal digits only: int() also takes "1_000", " 5 ", "+5" and other
+        # scripts' digits ("\u0665"); a "-" is read so that the bound below names the value
+        if not _DECIMAL.fullmatch(text):
+            raise argparse.ArgumentTypeError("expected an integer (decimal digits only), got %r" % (text,))
+        digits = len(text.lstrip("-").lstrip("0"))
+        if digits > _MAX_DIGITS:  # int() of thousands of digits is refused, or slow (by Python version)
+            raise argparse.ArgumentTypeError("out of range: %d digits" % digits)
+        value = int(text)
         if value < minimum:
             raise argparse.ArgumentTypeError("must be >= %d, got %d" % (minimum, value))
         if maximum is not None and value > maximum:

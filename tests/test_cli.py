@@ -412,7 +412,30 @@ def test_usage_errors_name_the_flag_and_the_missing_command(cli_env: Dict[str, s
     r = cli(cli_env, "pop", "q", "--wait-millis", "99999999999999999999")  # the upper bound too
     assert r.code == 2 and "argument --wait-millis: must be <= 31536000000" in r.err, r.err
     r = cli(cli_env, "--timeout-millis", "soon", "health")
-    assert r.code == 2 and "argument --timeout-millis: expected an integer, got 'soon'" in r.err, r.err
+    assert r.code == 2 and "argument --timeout-millis: expected an integer (decimal digits only), got 'soon'" in r.err, r.err
+
+
+@pytest.mark.parametrize("text", ["1_000", "+5", " 5", "5 ", "\u0665", "0x10", "1e3", "5.0"])
+def test_integer_flags_take_plain_decimal_digits_only(cli_env: Dict[str, str], qname: str, client: Queen,
+                                                      text: str) -> None:
+    # int() took "1_000" (as 1000), spaces, a plus sign and other scripts' digits
+    for flag, args in (("--batch", ("pop", qname)), ("--wait-millis", ("pop", qname)),
+                       ("--timeout-millis", ("health",)), ("--batch-size", ("push", qname, '{"a": 1}'))):
+        r = cli(cli_env, *args, flag, text)
+        assert r.code == 2 and r.out == "", r.err
+        assert r.err.splitlines()[-1].endswith(
+            "error: argument %s: expected an integer (decimal digits only), got %r" % (flag, text)), r.err
+    assert client.queue(qname).batch(10).pop() == []  # nothing was pushed
+
+
+def test_integer_flags_take_leading_zeros_and_name_the_bound_of_a_negative(cli_env: Dict[str, str],
+                                                                           qname: str) -> None:
+    r = cli(cli_env, "pop", qname, "--batch", "007", "--wait-millis", "0010")
+    assert r.code == 0 and r.lines == [], r.err
+    r = cli(cli_env, "pop", qname, "--batch", "-2")
+    assert r.code == 2 and r.err.splitlines()[-1].endswith("argument --batch: must be >= 1, got -2"), r.err
+    r = cli(cli_env, "pop", qname, "--wait-millis", "9" * 5000)  # more digits than int() reads
+    assert r.code == 2 and r.err.splitlines()[-1].endswith("argument --wait-millis: out of range: 5000 digits"), r.err
 
 
 def test_push_items_argument_is_not_called_a_stdin_line(cli_env: Dict[str, str], qname: str) -> None:
