@@ -3,9 +3,12 @@ queues, consumer groups and dead letters from a shell or a CI step, on the publi
 
 Output is one JSON value per line on stdout (pipe it to ``jq``), or readable tables with
 ``--pretty`` (not for ``pop`` / ``consume``, which print messages as JSON lines only). Errors go
-to stderr, one line, with exit status 1 (2 for bad usage, 130 when interrupted, 141 when stdout
-is closed early, e.g. piped into ``head``: then nothing unprinted is acked or nacked, it is
-released for redelivery); ``--debug`` adds the traceback and the library's debug log. The broker is
+to stderr, one line, with exit status 1 (2 for bad usage, 130 when interrupted by Ctrl-C, 143 when
+stopped by SIGTERM, e.g. in a ``pop --wait-millis`` long poll, 141 when stdout is closed early,
+e.g. piped into ``head``: in these three, nothing unprinted is acked or nacked, it is released
+for redelivery). ``consume`` differs: a first Ctrl-C (SIGINT) or SIGTERM stops it gracefully
+(exit status 0 unless a message was nacked or an ack failed), a second SIGINT aborts it (130), a
+second SIGTERM ends it as SIGTERM does; ``--debug`` adds the traceback and the library's debug log. The broker is
 ``--url`` or ``QUEEN_URL``; a bearer token is read from ``QUEEN_BEARER_TOKEN`` only (never
 from the command line, where other users could see it). Run ``queen-sync COMMAND --help``.
 """
@@ -36,6 +39,8 @@ log = logging.getLogger("queen_sync.cli")
 PROG = "queen-sync"
 #: Exit status when stdout is closed before the output is written (128 + SIGPIPE, as a shell says).
 EXIT_BROKEN_PIPE = 141
+#: Exit status after a SIGTERM outside ``consume`` (128 + SIGTERM, as a shell says).
+EXIT_TERMINATED = 128 + signal.SIGTERM
 #: Commands that print messages as JSON lines only (``--pretty`` is refused there).
 _JSON_ONLY = ("pop", "consume")
 #: Items per push request when reading stdin (``--batch-size``).
@@ -54,6 +59,13 @@ class CliError(Exception):
 class StdoutClosed(Exception):
     """stdout was closed (BrokenPipeError) while a command wrote to it; the text says what
     became of the messages (exit status :data:`EXIT_BROKEN_PIPE`)."""
+
+
+class _Terminated(BaseException):
+    """SIGTERM outside ``consume``, raised in the main thread (a BaseException, as
+    KeyboardInterrupt is: no ``except Exception`` of the library takes it for a failure of
+    the request it interrupts); exit status :data:`EXIT_TERMINATED`. The text, if any, says
+    what became of the messages."""
 
 
 # ---------------------------------------------------------------------------- parser
@@ -100,8 +112,17 @@ _COMMAND_EPILOG = {
     "'| head -1'): the consumer stops, the message it could not print and every one not yet "
     "printed are released for redelivery (neither acked nor nacked). An --exec command killed by "
     "SIGINT / SIGTERM (Ctrl-C reaches it too) is no verdict: its message is released, not nacked, "
-    "and consume stops." % EXIT_BROKEN_PIPE,
+    "and consume stops. A first Ctrl-C (SIGINT) or SIGTERM stops consume gracefully: the running "
+    "--exec command is waited for, what was popped and not started is released, and the exit status "
+    "is 0 unless a message was nacked or an ack failed. A second SIGINT aborts it: the running "
+    "--exec command is sent SIGTERM (its message released), exit status 130; a second SIGTERM "
+    "ends the process as SIGTERM does." % EXIT_BROKEN_PIPE,
 }
+
+
+_DECIMAL = re.compile("-?[0-9]+")
+#: More digits than any integer flag takes (the bounds of the client are far below).
+_MAX_DIGITS = 30
 
 
 def _int_at_least(minimum: int, maximum: Optional[int] = None) -> Callable[[str], int]:
@@ -109,10 +130,14 @@ def _int_at_least(minimum: int, maximum: Optional[int] = None) -> Callable[[str]
     names the option, where the client's own check would name the client's argument."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError("expected an integer, got %r" % (text,)) from None
+        # plain ASCII decimal digits only: int() also takes "1_000", " 5 ", "+5" and other
+        # scripts' digits ("\u0665"); a "-" is read so that the bound below names the value
+        if not _DECIMAL.fullmatch(text):
+            raise argparse.ArgumentTypeError("expected an integer (decimal digits only), got %r" % (text,))
+        digits = len(text.lstrip("-").lstrip("0"))
+        if digits > _MAX_DIGITS:  # int() of thousands of digits is refused, or slow (by Python version)
+            raise argparse.ArgumentTypeError("out of range: %d digits" % digits)
+        value = int(text)
         if value < minimum:
             raise argparse.ArgumentTypeError("must be >= %d, got %d" % (minimum, value))
         if maximum is not None and value > maximum:
@@ -187,7 +212,7 @@ def command_parser(name: str) -> argparse.ArgumentParser:
             p.add_argument("--partition", metavar="P")
             p.add_argument("--limit", type=_int_at_least(1), default=100, metavar="N", help="at most N rows (default 100)")
     elif name == "groups":
-        p.add_argument("queue", nargs="?")
+        p.add_argument("queue", nargs="?", help="only the groups of this queue (an unknown queue is an error)")
     elif name == "seek":
         p.add_argument("group")
         p.add_argument("queue")
@@ -343,8 +368,7 @@ def _json_values(lines: Iterator[str]) -> Iterator[tuple]:
 
 
 def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
-    if ns.batch_size < 1:
-        raise CliError("--batch-size must be at least 1")
+    # --batch-size >= 1: checked by its argparse type (a usage error naming the flag)
     target = _queue(q, ns)
 
     def item(n: Optional[int], value: Any) -> Dict[str, Any]:
@@ -420,19 +444,23 @@ def cmd_pop(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         b = b.group(ns.group)
     if ns.wait_millis is not None:
         b = b.wait(True).timeout_millis(ns.wait_millis)
-    msgs = b.pop()
+    msgs = b.pop()  # a SIGTERM (or Ctrl-C) in a long poll ends it here: nothing was printed
     written = 0
     try:
         for m in msgs:
             out.line(m)  # flushed: a closed stdout fails here, not later
             written += 1
-    except BrokenPipeError:
+    except (BrokenPipeError, KeyboardInterrupt, _Terminated) as exc:
         rest = msgs[written:]
         if ns.ack and written:
             q.ack(msgs[:written], True)
-        q.ack(rest, "retry")  # never shown: redeliver them without counting a retry
-        raise StdoutClosed("%d of %d message(s) written%s, %d released" % (
-            written, len(msgs), " and acked" if ns.ack else "", len(rest))) from None
+        if rest:
+            q.ack(rest, "retry")  # never shown: redeliver them without counting a retry
+        detail = "%d of %d message(s) written%s, %d released" % (
+            written, len(msgs), " and acked" if ns.ack else "", len(rest))
+        if isinstance(exc, BrokenPipeError):
+            raise StdoutClosed(detail) from None
+        raise type(exc)(detail) from None
     if ns.ack and msgs:
         q.ack(msgs, True)
     return 0
@@ -441,8 +469,9 @@ def cmd_pop(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 class _StopSignals:
     """SIGINT / SIGTERM while ``consume`` runs (main thread only; a context manager): the
     first one sets ``stop`` (a graceful stop: what was popped is released); a second SIGINT
-    raises KeyboardInterrupt (the drain is aborted, exit status 130), a second SIGTERM ends
-    the process as SIGTERM does.
+    calls ``abort`` (which ends the running ``--exec`` command: the consumer waits for its
+    handler) and raises KeyboardInterrupt (the drain is aborted, exit status 130), a second
+    SIGTERM ends the process as SIGTERM does.
 
     Not the consumer's ``handle_signals``: that one leaves a signal arriving once the consumer
     is stopping to the previous handler, and the Ctrl-C that killed an ``--exec`` command
@@ -451,9 +480,10 @@ class _StopSignals:
     first one.
     """
 
-    def __init__(self, stop: threading.Event, why: Dict[str, str]) -> None:
+    def __init__(self, stop: threading.Event, why: Dict[str, str], abort: Callable[[], None]) -> None:
         self._stop = stop
         self._why = why
+        self._abort = abort
         self._seen = 0
         self._prev: Dict[int, Any] = {}
 
@@ -474,6 +504,7 @@ class _StopSignals:
             self._stop.set()
             return
         if signum == signal.SIGINT:
+            self._abort()
             raise KeyboardInterrupt
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
@@ -491,6 +522,7 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     stop = threading.Event()  # the consumer's stop_event: stdout closed, a command interrupted, a signal
     why: Dict[str, str] = {}  # what set ``stop`` ("stdout closed", "command interrupted", "signal"), in order
     counts = {"acked": 0, "nacked": 0, "released": 0, "ack failures": 0}
+    running: "set[subprocess.Popen[bytes]]" = set()  # the --exec commands running (ended by a second SIGINT)
 
     def settle(msg: Any, status: Union[bool, str], count: str, error: Optional[str] = None) -> None:
         try:
@@ -519,7 +551,13 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
             return
         body = (json.dumps(msg, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         sys.stdout.flush()
-        rc = subprocess.run(command, shell=True, input=body).returncode
+        proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE)
+        running.add(proc)
+        try:
+            proc.communicate(body)
+        finally:
+            running.discard(proc)
+        rc = proc.returncode
         if rc in _INTERRUPTED:
             # killed by SIGINT / SIGTERM: the Ctrl-C (or the stop of a service) that reaches
             # this process reaches the command too, being in its process group. That is no
@@ -532,7 +570,16 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         else:
             settle(msg, True, "acked")
 
-    with _StopSignals(stop, why):
+    def abort() -> None:
+        """A second SIGINT: end the running commands (a command that outlived the first
+        one would hold the abort until it ends); their messages are released."""
+        for proc in list(running):
+            try:
+                os.kill(proc.pid, signal.SIGTERM)  # not proc.terminate(): no lock in a signal handler
+            except OSError:  # already ended
+                pass
+
+    with _StopSignals(stop, why, abort):
         result = b.consume(handler, stop_event=stop)
     closed = "stdout closed" in why
     summary = "consumed %d message(s): %d acked, %d nacked, %d released%s (%s)" % (
@@ -541,7 +588,7 @@ def cmd_consume(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         ", ".join(why) if why else result.reason)  # the stop_event's reason is "stopped"
     if closed:
         raise StdoutClosed(summary)
-    sys.stderr.write(summary + "\n")
+    sys.stderr.write(_printable(summary) + "\n")
     return 1 if counts["nacked"] or counts["ack failures"] else 0
 
 
@@ -550,13 +597,18 @@ def cmd_queues(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+def _queue_not_found(name: str) -> CliError:
+    """The error of the commands naming a queue the broker does not have (exit status 1)."""
+    return CliError("queue %r not found" % name)
+
+
 def cmd_queue(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     try:
         detail = dict(q.admin.get_queue_detail(ns.queue))
     except BrokerError as exc:
         if "not found" not in str(exc).lower():
             raise
-        raise CliError("queue %r not found" % ns.queue) from None
+        raise _queue_not_found(ns.queue) from None
     listed = [e for e in q.admin.list_queues().get("queues") or [] if e.get("name") == ns.queue]
     # depth: the message counts `queues` shows ({total, pending, processing})
     detail["depth"] = listed[0].get("messages") if listed else None
@@ -571,8 +623,11 @@ def cmd_queue(q: Queen, ns: argparse.Namespace, out: Output) -> int:
 
 def cmd_groups(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     groups = q.admin.list_consumer_groups()
-    if ns.queue:
+    if ns.queue is not None:
         groups = [g for g in groups if g.get("queueName") == ns.queue]
+        # no group: an unknown queue is an error, as for `queue` (it printed nothing, exit status 0)
+        if not groups and not any(e.get("name") == ns.queue for e in q.admin.list_queues().get("queues") or []):
+            raise _queue_not_found(ns.queue)
     out.rows(groups)
     return 0
 
@@ -615,21 +670,29 @@ COMMANDS: Dict[str, Callable[[Queen, argparse.Namespace, Output], int]] = {
 # ---------------------------------------------------------------------------- main
 
 
-class _Brief(logging.Formatter):
-    """Log lines without tracebacks (those come with --debug)."""
+class _LogLines(logging.Formatter):
+    """Log lines on stderr: the message with its unprintable characters escaped as the error
+    lines are (:func:`_printable`: a broker's text in a warning reached the terminal raw);
+    without tracebacks unless ``debug``."""
+
+    def __init__(self, fmt: str, debug: bool) -> None:
+        super().__init__(fmt)
+        self._debug = debug
 
     def format(self, record: logging.LogRecord) -> str:
         record = copy.copy(record)
-        record.exc_info = None
-        record.exc_text = None
-        record.stack_info = None
+        record.msg = _printable(record.getMessage())
+        record.args = None
+        if not self._debug:
+            record.exc_info = None
+            record.exc_text = None
+            record.stack_info = None
         return super().format(record)
 
 
 def _setup_logging(debug: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    fmt = "%s: %%(levelname)s %%(name)s: %%(message)s" % PROG
-    handler.setFormatter(logging.Formatter(fmt) if debug else _Brief(fmt))
+    handler.setFormatter(_LogLines("%s: %%(levelname)s %%(name)s: %%(message)s" % PROG, debug))
     root = logging.getLogger("queen_sync")
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
@@ -644,6 +707,38 @@ def _stdout_to_devnull() -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+class _TerminateOnSigterm:
+    """SIGTERM raises :class:`_Terminated` in the main thread while a command other than
+    ``consume`` (which handles it itself) runs: the process stops with a line on stderr and
+    exit status :data:`EXIT_TERMINATED`, where SIGTERM's default action killed it silently
+    (in a ``pop --wait-millis`` long poll too). A second SIGTERM ends it as SIGTERM does.
+    A context manager; main thread only."""
+
+    def __enter__(self) -> "_TerminateOnSigterm":
+        self._prev: Any = None
+        self._installed = threading.current_thread() is threading.main_thread()
+        if self._installed:
+            self._prev = signal.signal(signal.SIGTERM, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._prev if self._prev is not None else signal.SIG_DFL)
+
+    @staticmethod
+    def _on_signal(signum: int, frame: Any) -> None:
+        signal.signal(signum, signal.SIG_DFL)  # the cleanup (releases, close) may be cut short by a second one
+        raise _Terminated()
+
+
+def _error_line(kind: str, exc: Optional[BaseException]) -> None:
+    """``queen-sync: KIND[: TEXT]`` on stderr, one line: the text of ``exc`` (a broker's error
+    text, a queue name...) with its unprintable characters escaped, as ``--pretty`` shows
+    them (an ESC, a CR or a newline in it reached the terminal raw)."""
+    text = "" if exc is None else str(exc)
+    sys.stderr.write("%s: %s%s\n" % (PROG, kind, ": " + _printable(text) if text else ""))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -663,27 +758,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _setup_logging(ns.debug)
     out = Output(sys.stdout, ns.pretty)
     try:
-        q = _client(ns)
-        try:
-            return COMMANDS[ns.command](q, ns, out)
-        finally:
-            q.close()
-    except KeyboardInterrupt:
-        sys.stderr.write("%s: interrupted\n" % PROG)
+        with _TerminateOnSigterm():
+            q = _client(ns)
+            try:
+                return COMMANDS[ns.command](q, ns, out)
+            finally:
+                q.close()
+    except KeyboardInterrupt as exc:
+        _error_line("interrupted", exc)
         return 130
+    except _Terminated as exc:
+        _error_line("terminated (SIGTERM)", exc)
+        return EXIT_TERMINATED
     except (BrokenPipeError, StdoutClosed) as exc:  # e.g. piped into `head`
         _stdout_to_devnull()
-        detail = ": %s" % exc if isinstance(exc, StdoutClosed) else ""
         try:
-            sys.stderr.write("%s: stdout closed (broken pipe)%s\n" % (PROG, detail))
+            _error_line("stdout closed (broken pipe)", exc if isinstance(exc, StdoutClosed) else None)
         except OSError:
             pass
         return EXIT_BROKEN_PIPE
     except (QueenError, CliError) as exc:
         if ns.debug:
             raise
-        kind = "invalid input" if isinstance(exc, InvalidInputError) else "error"
-        sys.stderr.write("%s: %s: %s\n" % (PROG, kind, exc))
+        _error_line("invalid input" if isinstance(exc, InvalidInputError) else "error", exc)
         return 1
 
 

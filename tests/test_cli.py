@@ -389,6 +389,18 @@ def test_unknown_queue_error_names_the_queue(cli_env: Dict[str, str], qname: str
     assert r.code == 1 and r.err == "queen-sync: error: queue 'nope-%s' not found\n" % qname
 
 
+def test_groups_of_an_unknown_queue_is_not_found(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    # it printed nothing with exit status 0, as for a queue without groups; now as `queue` does
+    for name in ("nope-%s" % qname, ""):
+        r = cli(cli_env, "groups", name)
+        assert r.code == 1 and r.out == "" and r.err == "queen-sync: error: queue %r not found\n" % name, r.err
+    client.queue(qname).create()  # a queue without consumer groups: none, and no error
+    r = cli(cli_env, "groups", qname)
+    assert r.code == 0 and r.out == "", r.err
+    r = cli(cli_env, "groups", qname, "--pretty")
+    assert r.code == 0 and r.out == "(none)\n", r.err
+
+
 def test_usage_errors_name_the_flag_and_the_missing_command(cli_env: Dict[str, str]) -> None:
     r = cli(cli_env)  # argparse said "the following arguments are required: COMMAND, arguments"
     assert r.code == 2 and "a COMMAND is needed, one of: push, pop" in r.err and "arguments" not in r.err.splitlines()[-1]
@@ -400,7 +412,30 @@ def test_usage_errors_name_the_flag_and_the_missing_command(cli_env: Dict[str, s
     r = cli(cli_env, "pop", "q", "--wait-millis", "99999999999999999999")  # the upper bound too
     assert r.code == 2 and "argument --wait-millis: must be <= 31536000000" in r.err, r.err
     r = cli(cli_env, "--timeout-millis", "soon", "health")
-    assert r.code == 2 and "argument --timeout-millis: expected an integer, got 'soon'" in r.err, r.err
+    assert r.code == 2 and "argument --timeout-millis: expected an integer (decimal digits only), got 'soon'" in r.err, r.err
+
+
+@pytest.mark.parametrize("text", ["1_000", "+5", " 5", "5 ", "\u0665", "0x10", "1e3", "5.0"])
+def test_integer_flags_take_plain_decimal_digits_only(cli_env: Dict[str, str], qname: str, client: Queen,
+                                                      text: str) -> None:
+    # int() took "1_000" (as 1000), spaces, a plus sign and other scripts' digits
+    for flag, args in (("--batch", ("pop", qname)), ("--wait-millis", ("pop", qname)),
+                       ("--timeout-millis", ("health",)), ("--batch-size", ("push", qname, '{"a": 1}'))):
+        r = cli(cli_env, *args, flag, text)
+        assert r.code == 2 and r.out == "", r.err
+        assert r.err.splitlines()[-1].endswith(
+            "error: argument %s: expected an integer (decimal digits only), got %r" % (flag, text)), r.err
+    assert client.queue(qname).batch(10).pop() == []  # nothing was pushed
+
+
+def test_integer_flags_take_leading_zeros_and_name_the_bound_of_a_negative(cli_env: Dict[str, str],
+                                                                           qname: str) -> None:
+    r = cli(cli_env, "pop", qname, "--batch", "007", "--wait-millis", "0010")
+    assert r.code == 0 and r.lines == [], r.err
+    r = cli(cli_env, "pop", qname, "--batch", "-2")
+    assert r.code == 2 and r.err.splitlines()[-1].endswith("argument --batch: must be >= 1, got -2"), r.err
+    r = cli(cli_env, "pop", qname, "--wait-millis", "9" * 5000)  # more digits than int() reads
+    assert r.code == 2 and r.err.splitlines()[-1].endswith("argument --wait-millis: out of range: 5000 digits"), r.err
 
 
 def test_push_items_argument_is_not_called_a_stdin_line(cli_env: Dict[str, str], qname: str) -> None:
@@ -484,14 +519,18 @@ def test_seek_partition_without_to_end_is_a_usage_error(cli_env: Dict[str, str],
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_consume_stops_gracefully_on_sigterm(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_consume_stops_gracefully_on_a_first_signal(cli_env: Dict[str, str], qname: str, client: Queen,
+                                                    sig: int) -> None:
+    # a first Ctrl-C (SIGINT) is a graceful stop with exit status 0, as SIGTERM is (the module
+    # docstring said 130 for any interruption)
     client.queue(qname).partition("p").push({"data": {"n": 1}})
     proc = subprocess.Popen([sys.executable, "-m", "queen_sync", "consume", qname, "--group", "g"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
     try:
         assert proc.stdout is not None
         assert json.loads(proc.stdout.readline())["data"] == {"n": 1}  # running, its handlers installed
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
@@ -499,3 +538,131 @@ def test_consume_stops_gracefully_on_sigterm(cli_env: Dict[str, str], qname: str
             proc.communicate()
     assert proc.returncode == 0 and out == "", err
     assert err == "consumed 1 message(s): 1 acked, 0 nacked, 0 released (signal)\n"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_consume_second_sigint_aborts_with_130_and_ends_the_running_command(
+        cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    import queue
+
+    client.queue(qname).config({"retryDelay": 0, "retryLimit": 0}).create()  # a nack: dead-lettered at once
+    client.queue(qname).partition("p").push({"data": {"n": 1}})
+    # signals go to the CLI only (kill PID, not Ctrl-C's process group): the command outlives the
+    # first one, which waits for it. The command says on stderr (the CLI's) that it runs, and when
+    # the abort sends it SIGTERM
+    script = ("import os, signal, sys, time\n"
+              "def term(n, f):\n"
+              "    sys.stderr.write('command got SIGTERM\\n'); sys.stderr.flush()\n"
+              "    signal.signal(n, signal.SIG_DFL); os.kill(os.getpid(), n)\n"
+              "signal.signal(signal.SIGTERM, term)\n"
+              "sys.stderr.write('started\\n'); sys.stderr.flush(); time.sleep(120)\n")
+    command = "exec %s -c %s" % (shlex.quote(sys.executable), shlex.quote(script))
+    proc = subprocess.Popen([sys.executable, "-m", "queen_sync", "consume", qname, "--group", "g", "--exec", command],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+    lines: "queue.Queue[str]" = queue.Queue()
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    err: List[str] = []
+    try:
+        assert lines.get(timeout=30) == "started\n"  # the handlers are installed: the command runs inside consume
+        # the first SIGINT the CLI handles stops it (it keeps waiting for the command), the next one
+        # aborts it, which ends the command. Two signals sent before the CLI handles the first are
+        # taken as one: send one at a time until the command reports its end (none after that)
+        for _ in range(30):
+            proc.send_signal(signal.SIGINT)
+            try:
+                err.append(lines.get(timeout=1))
+            except queue.Empty:
+                continue
+            assert err[-1] == "command got SIGTERM\n", err
+            break
+        proc.wait(timeout=30)
+        reader.join(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    while not lines.empty():
+        err.append(lines.get())
+    assert proc.returncode == 130, err
+    assert err[-1] == "queen-sync: interrupted\n", err
+    assert proc.stdout is not None and proc.stdout.read() == ""
+    # the command's message was released (SIGTERM is no verdict), not nacked into the dead letters
+    assert client.queue(qname).dlq("g").get() == []
+    assert [m["data"]["n"] for m in client.queue(qname).group("g").batch(10).pop()] == [1]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_pop_long_poll_stopped_by_sigterm_says_so_and_exits_143(cli_env: Dict[str, str], qname: str) -> None:
+    # SIGTERM's default action killed the process in the long poll, without a word (-15)
+    proc = subprocess.Popen([sys.executable, "-m", "queen_sync", "--debug", "pop", qname, "--group", "g",
+                             "--wait-millis", "120000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # --debug logs each request as it is sent: the pop is the first
+            if "/api/v1/pop/" in line:
+                break
+        else:
+            pytest.fail("no pop request logged")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)  # well before the 120 s of the long poll
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err
+    assert out == "" and err.splitlines()[-1] == "queen-sync: terminated (SIGTERM)", err
+    assert "Traceback" not in err
+
+
+def test_error_and_warning_lines_escape_control_characters(cli_env: Dict[str, str]) -> None:
+    # a broker's error text reached the terminal raw: an ESC sequence, a CR rewriting the line,
+    # a newline making a second line, a bidi override
+    text = "boom\x1b[2K\rforged line\nsecond\u202eevil"
+    status = [400]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            body = json.dumps({"error": text}).encode()
+            self.send_response(status[0])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    escaped = "boom\\x1b[2K\\rforged line second\\u202eevil"
+    try:
+        url = "http://127.0.0.1:%d" % srv.server_address[1]
+        r = cli(dict(cli_env, QUEEN_URL=url), "queues")
+        assert r.code == 1 and r.out == ""
+        assert r.err.startswith("queen-sync: error: ") and r.err.endswith(": %s\n" % escaped), repr(r.err)
+        assert len(r.err.splitlines()) == 1
+        # a log line too: with two brokers, a 503 marks one unhealthy with a warning naming the error
+        status[0] = 503
+        two = "%s,http://localhost:%d" % (url, srv.server_address[1])
+        r = cli(dict(cli_env, QUEEN_URL=two), "--timeout-millis", "2000", "queues")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert r.code == 1
+    lines = r.err.splitlines()
+    assert any(line.startswith("queen-sync: WARNING ") and line.endswith(escaped) for line in lines), repr(r.err)
+    assert lines[-1].startswith("queen-sync: error: ") and lines[-1].endswith(escaped), repr(r.err)
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f\u202e]", r.err), repr(r.err)
+
+
+def test_push_batch_size_below_one_is_a_usage_error(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    # the argparse type is the one check (cmd_push had a second one that could never run)
+    for value in ("0", "-3"):
+        r = cli(cli_env, "push", qname, "--batch-size", value, stdin='{"a": 1}\n')
+        assert r.code == 2 and r.out == "", r.err
+        assert r.err.splitlines()[-1] == "queen-sync push: error: argument --batch-size: must be >= 1, got %s" % value
+    assert client.queue(qname).batch(10).pop() == []  # nothing was sent
