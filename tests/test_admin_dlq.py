@@ -96,16 +96,22 @@ def test_empty_dlq(client: Queen, qname: str) -> None:
     assert client.queue(qname).dlq().offset(2).get() == []
 
 
+def spy_requests(q: Queen, monkeypatch: pytest.MonkeyPatch) -> List[Any]:
+    """The ``(method, path, query)`` of every request ``q`` sends from now on (a list that grows)."""
+    sent: List[Any] = []
+    real = q._session.request
+
+    def spy(method: str, path: str, **kw: Any) -> Any:
+        sent.append((method, path, kw.get("query")))
+        return real(method, path, **kw)
+
+    monkeypatch.setattr(q._session, "request", spy)
+    return sent
+
+
 def test_dlq_wire_query(embedded_broker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     with Queen(embedded_broker.url) as q:
-        sent: List[Any] = []
-        real = q._session.request
-
-        def spy(method: str, path: str, **kw: Any) -> Any:
-            sent.append((method, path, kw.get("query")))
-            return real(method, path, **kw)
-
-        monkeypatch.setattr(q._session, "request", spy)
+        sent = spy_requests(q, monkeypatch)
         builder = q.queue("orders").dlq("billing").limit(5).offset(1)
         assert isinstance(builder, DLQBuilder)
         assert builder.get() == []
@@ -156,14 +162,7 @@ def test_builder_group_and_default_partition_reach_the_dlq_read(client: Queen, q
 def test_builder_group_is_sent_and_a_conflicting_dlq_group_refused(embedded_broker: Any,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     with Queen(embedded_broker.url) as q:
-        sent: List[Any] = []
-        real = q._session.request
-
-        def spy(method: str, path: str, **kw: Any) -> Any:
-            sent.append((method, path, kw.get("query")))
-            return real(method, path, **kw)
-
-        monkeypatch.setattr(q._session, "request", spy)
+        sent = spy_requests(q, monkeypatch)
         assert q.queue("orders").group("billing").partition("Default").dlq().get() == []
         assert sent == [("GET", "/api/v1/dlq", {"queue": "orders", "consumerGroup": "billing"})]
         with pytest.raises(InvalidInputError, match=r"dlq\('audit'\) on a builder of consumer group 'billing'"):

@@ -3,6 +3,7 @@ console script once) against the broker under test."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,7 +14,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -240,14 +241,15 @@ def test_queues_queue_groups_dlq_seek_health(cli_env: Dict[str, str], qname: str
     assert r.code == 0 and r.lines[0]["status"] == "healthy"
 
 
-def test_bearer_token_from_the_environment(cli_env: Dict[str, str]) -> None:
-    seen: List[Optional[str]] = []
+@contextlib.contextmanager
+def fake_broker(reply: Callable[[BaseHTTPRequestHandler], Tuple[int, bytes]]) -> Iterator[str]:
+    """A loopback HTTP server answering every GET with ``reply(handler)`` -> ``(status, JSON
+    body)``; yields its base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - stdlib name
-            seen.append(self.headers.get("Authorization"))
-            body = b'{"status": "unhealthy", "database": "disconnected"}'
-            self.send_response(503)
+            status, body = reply(self)
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -260,11 +262,21 @@ def test_bearer_token_from_the_environment(cli_env: Dict[str, str]) -> None:
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     try:
-        env = dict(cli_env, QUEEN_URL="http://127.0.0.1:%d" % srv.server_address[1], QUEEN_BEARER_TOKEN="s3cret")
-        r = cli(env, "health")
+        yield "http://127.0.0.1:%d" % srv.server_address[1]
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_bearer_token_from_the_environment(cli_env: Dict[str, str]) -> None:
+    seen: List[Optional[str]] = []
+
+    def unhealthy(h: BaseHTTPRequestHandler) -> Tuple[int, bytes]:
+        seen.append(h.headers.get("Authorization"))
+        return 503, b'{"status": "unhealthy", "database": "disconnected"}'
+
+    with fake_broker(unhealthy) as url:
+        r = cli(dict(cli_env, QUEEN_URL=url, QUEEN_BEARER_TOKEN="s3cret"), "health")
     assert seen and set(seen) == {"Bearer s3cret"}
     assert r.code == 1 and r.lines[0]["status"] == "unhealthy"  # unhealthy: reported, exit status 1
     assert "s3cret" not in r.out + r.err
@@ -622,36 +634,16 @@ def test_error_and_warning_lines_escape_control_characters(cli_env: Dict[str, st
     # a newline making a second line, a bidi override
     text = "boom\x1b[2K\rforged line\nsecond\u202eevil"
     status = [400]
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - stdlib name
-            body = json.dumps({"error": text}).encode()
-            self.send_response(status[0])
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    srv = HTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
     escaped = "boom\\x1b[2K\\rforged line second\\u202eevil"
-    try:
-        url = "http://127.0.0.1:%d" % srv.server_address[1]
+    with fake_broker(lambda h: (status[0], json.dumps({"error": text}).encode())) as url:
         r = cli(dict(cli_env, QUEEN_URL=url), "queues")
         assert r.code == 1 and r.out == ""
         assert r.err.startswith("queen-sync: error: ") and r.err.endswith(": %s\n" % escaped), repr(r.err)
         assert len(r.err.splitlines()) == 1
         # a log line too: with two brokers, a 503 marks one unhealthy with a warning naming the error
         status[0] = 503
-        two = "%s,http://localhost:%d" % (url, srv.server_address[1])
+        two = "%s,http://localhost:%s" % (url, url.rsplit(":", 1)[1])
         r = cli(dict(cli_env, QUEEN_URL=two), "--timeout-millis", "2000", "queues")
-    finally:
-        srv.shutdown()
-        srv.server_close()
     assert r.code == 1
     lines = r.err.splitlines()
     assert any(line.startswith("queen-sync: WARNING ") and line.endswith(escaped) for line in lines), repr(r.err)

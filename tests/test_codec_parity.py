@@ -13,7 +13,7 @@ import enum
 import types
 from collections.abc import Mapping
 import uuid
-from typing import Any, Callable, Iterator, Tuple
+from typing import Any, Callable, Iterator, List, Tuple
 
 import pytest
 
@@ -467,6 +467,19 @@ def test_spliced_push_large_batch_identical() -> None:
     minted_outcomes(("encode_push", "encode_push_fragment"), "orders", None, items, True)
 
 
+def refusal_texts(name: str, args: Any) -> List[str]:
+    """The InvalidInputError texts of ``name(*args)`` in the pure and the compiled codec,
+    checked identical."""
+    texts = []
+    for backend in (PY, CY):
+        with pytest.raises(Exception) as info:
+            getattr(backend, name)(*args)
+        assert info.type.__name__ == "InvalidInputError"
+        texts.append(str(info.value))
+    assert texts[0] == texts[1], (name, texts)
+    return texts
+
+
 def test_non_finite_refusals_identical() -> None:
     """NaN / ±inf: same refusal text (the place named) on every encode path, both backends."""
     items = [{"data": {"a": 1.5, "b": None}}, {"data": [None, {"x": float("nan")}]}]
@@ -478,13 +491,7 @@ def test_non_finite_refusals_identical() -> None:
         ("encode_json", ({"k": (1, float("nan"))},)),
         ("encode_transaction", ([op],)),
     ):
-        texts = []
-        for backend in (PY, CY):
-            with pytest.raises(Exception) as info:
-                getattr(backend, name)(*args)
-            assert info.type.__name__ == "InvalidInputError"
-            texts.append(str(info.value))
-        assert texts[0] == texts[1], (name, texts)
+        texts = refusal_texts(name, args)
         assert "NaN / Infinity float at $" in texts[0]
 
 
@@ -500,13 +507,7 @@ def test_out_of_range_int_refusals_identical_and_located() -> None:
         ("encode_json", ({"k": (1, 2**70)},), "$.k[1]"),
         ("encode_transaction", ([op],), "$.operations[0].items[0].payload[0]"),
     ):
-        texts = []
-        for backend in (PY, CY):
-            with pytest.raises(Exception) as info:
-                getattr(backend, name)(*args)
-            assert info.type.__name__ == "InvalidInputError"
-            texts.append(str(info.value))
-        assert texts[0] == texts[1], (name, texts)
+        texts = refusal_texts(name, args)
         assert texts[0].startswith("payload is not JSON-serialisable: Integer exceeds 64-bit range at %s: " % where), texts[0]
         assert "-2**63 to 2**64 - 1" in texts[0]
     # the edges are no refusal, on either backend
