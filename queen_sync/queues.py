@@ -362,7 +362,9 @@ class QueueBuilder:
                 (official-client style) is accepted too.
             time_millis: send a batch this many **milliseconds** after the oldest buffered
                 message arrived (default 1000).
-            max_bytes: send a batch at this many bytes of encoded items (default 1 MiB).
+            max_bytes: send a batch at this many bytes of encoded items; also the largest
+                batch (default 1 MiB): a list push is split to fit, and only an item alone
+                over it is sent in a larger batch (alone).
             max_messages: bound of unsent messages (default ``max(10000, 10 * message_count)``).
             block_timeout_millis: when the buffer is full, ``push`` waits this many
                 **milliseconds** for room, then raises :class:`BufferFullError` (default 10000).
@@ -634,7 +636,8 @@ class QueueBuilder:
         and an exception stops the consumer and is re-raised. ``on_success`` / ``on_error``
         callbacks turn auto-ack off unless ``auto_ack(True)`` is set explicitly (then both
         hold: callback, then ack / nack). ``renew_lease(True)`` keeps leases alive. Connection
-        errors are retried forever with backoff; authentication errors stop the consumer.
+        errors are retried forever with backoff; authentication errors (of a pop, an ack, a
+        release or a lease renewal) stop the consumer.
         If ``idle_millis`` passes while the broker is unreachable (an outage is in progress
         and no call got an answer since it began), the consumer stops with reason
         ``"unreachable"`` and the last connection error is raised (blocking) or kept in
@@ -672,7 +675,8 @@ class QueueBuilder:
         Raises:
             ClientClosedError: the client is closed (nothing is started).
             InvalidInputError: bad arguments. In blocking mode: the handler's exception
-            (``auto_ack(False)``), an AuthenticationError or other non-transient pop error;
+            (``auto_ack(False)``), an AuthenticationError (of a pop, an ack, a release or a
+            lease renewal) or other non-transient pop error;
             QueenConnectionError (or the QueenHTTPError of a 5xx / 429 reply) when
             ``idle_millis`` passed with the broker unreachable (reason ``"unreachable"``);
             KeyboardInterrupt is re-raised after a graceful stop.

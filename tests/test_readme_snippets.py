@@ -1,6 +1,8 @@
 """The README's "Testing your code" and "Command line" sections, executed: the Python block
 runs as a user's test file under pytest (the plugin found through its entry point, no
-conftest), and the shell block runs with bash against a fresh embedded broker."""
+conftest), and the shell block runs with bash against a fresh embedded broker. The opening
+example of docs/streams.md runs as a script against a fresh embedded broker too (its other
+block, "Porting an official async pipeline", is a side-by-side comparison, not a script)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any, List
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+STREAMS_DOC = README.parent / "docs" / "streams.md"
 
 pytestmark = pytest.mark.skipif(not README.is_file(), reason="not a source checkout (no README.md)")
 
@@ -75,3 +78,20 @@ def test_command_line_snippet_runs(embedded_broker: Any, tmp_path: Path) -> None
     assert sorted(p["order"] for p in pushed) == ["A-1", "A-2", "A-3"]
     mailed = [json.loads(line) for line in (tmp_path / "mailed.jsonl").read_text().splitlines()]
     assert sorted(m["data"]["order"] for m in mailed) == ["A-1", "A-2", "A-3"]
+
+
+def test_streams_doc_opening_snippet_runs(embedded_broker: Any, tmp_path: Path) -> None:
+    if not STREAMS_DOC.is_file():
+        pytest.skip("no docs/streams.md")
+    text = STREAMS_DOC.read_text(encoding="utf-8")
+    blocks = _blocks(text[: text.index("\n## ")], "python")  # before the first section
+    assert blocks, "no python block at the top of docs/streams.md"
+    env = _env()
+    env["QUEEN_URL"] = embedded_broker.url
+    for i, code in enumerate(blocks):
+        script = tmp_path / ("streams_doc_%d.py" % i)
+        script.write_text(code, encoding="utf-8")
+        run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                             cwd=tmp_path, env=env)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert "'stopReason': 'stopped'" in run.stdout, run.stdout[-3000:]

@@ -9,7 +9,9 @@ ack failure, never as success; an expired lease (the handler outlived it) is log
 what to do: ``renew_lease(True)`` or a longer ``lease_time`` for the queue. Transient failures are retried with backoff (``_outage``)
 until the stop phase aborts retries (at the drain timeout, or at once when the consumer
 stops with reason ``"unreachable"``); an ack or nack given up that way counts in
-``uncertain`` (a release given up counts as an ack failure: the broker redelivers).
+``uncertain`` (a release given up counts as an ack failure: the broker redelivers). An
+authentication refusal (401/403) of an ack, nack or release stops the consumer with that
+error (reason ``"error"``), as one of a pop does: no later ack could land either.
 
 Lost ack replies: the broker releases a partition's lease once it has counted as many acks
 as the pop delivered messages of that partition, and it counts a resent copy twice. So in

@@ -285,6 +285,7 @@ class Consumer:
         Raises:
             the handler's exception (``auto_ack(False)`` without ``on_error``), a pop error
             that is not a transient connection problem (e.g. AuthenticationError, BrokerError),
+            an AuthenticationError of an ack, a release or a lease renewal,
             or, when ``idle_millis`` passed while the broker was unreachable (reason
             ``"unreachable"``), the last connection error (QueenConnectionError, or the
             QueenHTTPError of a 5xx / 429 reply).

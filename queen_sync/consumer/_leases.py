@@ -14,7 +14,9 @@ queued ones are not handled, and the ones in a handler are not acked (the broker
 them, and an ack with a dead lease could only be refused); the lanes and acks read
 ``Lease.lost`` for that. A lease already expired at its first renewal also logs one WARNING
 per consumer: use a shorter interval or a longer ``leaseTime``. Transient failures are
-retried sooner than the interval, with backoff (``_outage``).
+retried sooner than the interval, with backoff (``_outage``). An authentication refusal
+(401/403) of a renewal stops the consumer with that error (reason ``"error"``), as one of a
+pop or an ack does.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ capped, jittered exponential backoff (:data:`BACKOFF_BASE_SECONDS` doubling up t
 :data:`BACKOFF_CAP_SECONDS`), for pops, acks and renewals alike (:func:`transient`,
 :func:`backoff`). An outage is logged once (:class:`Outage`): a WARNING when it starts and
 an INFO when the broker answers again. Authentication errors and other refusals are not
-transient: a refused pop stops the consumer with that exception (see ``_fetching``). While
+transient: a refused pop stops the consumer with that exception (see ``_fetching``), and so
+does an authentication refusal (401/403) of an ack, a release or a renewal (``_acks``,
+``_leases``). While
 an outage is active, ``idle_millis`` passing stops the consumer with reason
 ``"unreachable"`` rather than ``"idle"`` (see ``_stopping``).
 

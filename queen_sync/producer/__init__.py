@@ -17,8 +17,9 @@ Each ``(queue, partition)`` gets one :class:`PushBuffer` with its own background
 - **Batching.** A batch is sent when ``message_count`` messages or ``max_bytes`` bytes of
   encoded items are buffered, ``time_millis`` after the oldest buffered message arrived,
   on :meth:`PushBuffer.flush` / :meth:`BufferManager.flush_all`, or on close. A batch holds
-  at most ``message_count`` messages and about ``max_bytes`` bytes (one push call is never
-  split: ``push(list)`` of up to ``message_count`` items travels in one batch).
+  at most ``message_count`` messages and ``max_bytes`` bytes of encoded items: a
+  ``push(list)`` is split into fragments that fit both, and only an item alone over
+  ``max_bytes`` makes a larger batch (it is sent alone).
 - **Bounded, never lossy.** At most ``max_messages`` messages are held (waiting or in
   flight). When full, ``push`` blocks up to ``block_timeout_millis`` and then raises
   :class:`BufferFullError`; nothing is dropped silently. A batch that fails (after the
