@@ -466,7 +466,14 @@ class QueueBuilder:
         return self._with(_each=True)
 
     def limit(self, n: int) -> "QueueBuilder":
-        """consume(): stop after ``n`` messages in total across all workers (never overshoots)."""
+        """consume(): stop after ``n`` handled messages in total across all workers (never
+        overshoots): each message given to the handler counts once per delivery, whether it
+        succeeded or failed, so a **redelivered** message counts again (one nacked and
+        redelivered, or one whose lease expired before it was acked: ``limit(n)`` is not
+        "``n`` distinct messages"). Messages popped but never given to the handler (e.g.
+        their lease was lost first) do not count. ``n`` is an int >= 1
+        (InvalidInputError otherwise); the result's ``handled`` is the count, ``reason``
+        ``"limit"`` once it is reached."""
         return self._with(_limit=int_arg("limit", n, 1))
 
     def idle_millis(self, ms: int) -> "QueueBuilder":
