@@ -123,6 +123,7 @@ class Session:
         affinity_key: Optional[str] = None,
         accept: Optional[Callable[[bytes], Any]] = None,
         long_poll: bool = False,
+        on_retry: Optional[Callable[[Exception, int], Any]] = None,
     ) -> Response:
         """Send one call through the transport (see :meth:`Transport.request`), unless the
         client is closed (ClientClosedError)."""
@@ -138,4 +139,5 @@ class Session:
             affinity_key=affinity_key,
             accept=accept,
             long_poll=long_poll,
+            on_retry=on_retry,
         )

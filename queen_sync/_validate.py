@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .codec import QUEUE_MODE
 from .errors import InvalidInputError
@@ -42,6 +42,7 @@ __all__ = [
     "resolve_group",
     "group_from_context",
     "refuse_unleased",
+    "refuse_duplicate_acks",
 ]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9._~-]+$")
@@ -445,3 +446,42 @@ def items_arg(items: Any, what: str) -> List[Mapping[str, Any]]:
             "%s takes a dict such as {'data': ...} or a list of them, got %s" % (what, type(items).__name__)
         )
     return list(items)
+
+
+def refuse_duplicate_acks(entries: Iterable[Tuple[int, Mapping[str, Any], Optional[str]]], what: str, remedy: str) -> None:
+    """Refuse acks naming one message twice for one consumer group: the broker would apply
+    both (a ``completed`` ack counted twice toward the pop's batch releases its lease early;
+    two nacks count two retries). ``Queen.ack`` of a list and a transaction's commit call it
+    before anything is sent.
+
+    Args:
+        entries: ``(position, message, group)`` per ack: its place in the caller's list (or
+            the transaction's operations), the message dict or ack operation (its
+            ``transactionId``, ``partitionId`` and ``leaseId`` are read; the same message
+            is the same pair of ids, whatever the lease) and the effective consumer group
+            (None: queue mode).
+        what: how the error names the positions, e.g. ``"ack items"``.
+        remedy: what the error tells the caller to do, e.g. ``"remove the duplicate"``.
+
+    Raises:
+        InvalidInputError: ``"<what> 0 and 3 are the same message (transactionId ...,
+            partitionId ...) for consumer group 'g'[ (under two leases: ...)]: <remedy>
+            (nothing was sent)"``, for the first repeat.
+    """
+    seen: Dict[Tuple[Optional[str], Any, Any], Tuple[int, Mapping[str, Any]]] = {}
+    for j, n, group in entries:
+        ident = (group, n.get("transactionId"), n.get("partitionId"))
+        first = seen.get(ident)
+        if first is None:
+            seen[ident] = (j, n)
+            continue
+        i, m = first
+        leases = ""
+        if m.get("leaseId") != n.get("leaseId"):
+            leases = " (under two leases: leaseId %s and %s, e.g. a copy redelivered after its lease expired)" % (
+                m.get("leaseId"), n.get("leaseId"))
+        raise InvalidInputError(
+            "%s %d and %d are the same message (transactionId %s, partitionId %s) for %s%s: %s (nothing was sent)"
+            % (what, i, j, m.get("transactionId"), m.get("partitionId"),
+               "queue mode" if group is None else "consumer group %r" % group, leases, remedy)
+        )

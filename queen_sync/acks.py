@@ -24,7 +24,7 @@ from collections import OrderedDict
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import codec
-from ._validate import ack_context, refuse_unleased, resolve_group, validate_path_token
+from ._validate import ack_context, refuse_duplicate_acks, refuse_unleased, resolve_group, validate_path_token
 from .errors import AckError, InvalidInputError, LeaseError, QueenError
 from .message import note_settled, settled_status
 from .wire import messages as wire_messages
@@ -110,7 +110,7 @@ def ack(
     if not messages:
         return []
     batches: "OrderedDict[Optional[str], List[Tuple[int, Message]]]" = OrderedDict()
-    seen: Dict[Tuple[Optional[str], str, str], Tuple[int, Message]] = {}
+    placed: List[Tuple[int, Message, Optional[str]]] = []
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping):
             raise InvalidInputError("ack item %d: a message must be a dict, got %s" % (i, type(m).__name__))
@@ -122,11 +122,9 @@ def ack(
             if not isinstance(value, str) or not value:
                 raise InvalidInputError("ack item %d: message has no %s" % (i, key))
         eff = resolve_group(m, group)
-        ident = (eff, m["transactionId"], m["partitionId"])
-        if ident in seen:
-            raise _duplicate_error(seen[ident], (i, m), eff)
-        seen[ident] = (i, m)
+        placed.append((i, m, eff))
         batches.setdefault(eff, []).append((i, m))
+    refuse_duplicate_acks(placed, "ack items", "one ack call settles a message once; remove the duplicate")
     out: List[Optional[Dict[str, Any]]] = [None] * len(messages)
     plans = []
     for eff, items in batches.items():
@@ -167,23 +165,6 @@ def ack(
             failed=failed,
         )
     return final
-
-
-def _duplicate_error(first: Tuple[int, Message], again: Tuple[int, Message], group: Optional[str]) -> InvalidInputError:
-    """The refusal of an ack list naming one message twice for one consumer group (positions
-    in the caller's list): the broker would apply both (a ``completed`` ack counted twice
-    toward the pop's batch releases its lease early; two nacks count two retries)."""
-    (i, m), (j, n) = first, again
-    leases = ""
-    if m.get("leaseId") != n.get("leaseId"):
-        leases = " (under two leases: leaseId %s and %s, e.g. a copy redelivered after its lease expired)" % (
-            m.get("leaseId"), n.get("leaseId"))
-    return InvalidInputError(
-        "ack items %d and %d are the same message (transactionId %s, partitionId %s) for %s%s: one ack "
-        "call settles a message once; remove the duplicate (nothing was sent)"
-        % (i, j, m.get("transactionId"), m.get("partitionId"),
-           "queue mode" if group is None else "consumer group %r" % group, leases)
-    )
 
 
 _RELEASING = ("failed", "retry")  # statuses whose ack may release the partition's lease

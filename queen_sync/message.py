@@ -37,6 +37,8 @@ class MessageClient(Protocol):
         names: Names = None,
         data: Optional[Mapping[str, Any]] = None,
         event_type: str = "info",
+        *,
+        group: Optional[str] = None,
     ) -> Dict[str, Any]: ...
 
     def ack(
@@ -79,10 +81,40 @@ class Message(Dict[str, Any]):
             raise InvalidInputError("this message is not bound to a client; use Queen.ack / renew / trace(msg, ...)")
         return self._queen
 
-    def trace(self, names: Names = None, data: Optional[Mapping[str, Any]] = None, event_type: str = "info") -> Dict[str, Any]:
-        """Record a trace on this message; see :meth:`queen_sync.Queen.trace` (same return
-        value and exceptions). Wire: ``POST /api/v1/traces``."""
-        return self._client().trace(self, names, data, event_type)
+    def trace(
+        self,
+        names: Names = None,
+        data: Optional[Mapping[str, Any]] = None,
+        event_type: str = "info",
+        *,
+        group: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Record a trace on this message; :meth:`queen_sync.Queen.trace`, which this calls.
+
+        Args:
+            names: a trace name or a list of them, or None.
+            data: the trace content, a JSON dict (required).
+            event_type: a free label, default ``"info"``.
+            group: the consumer group the trace is recorded under (``consumerGroup`` on the
+                wire; ``"__QUEUE_MODE__"`` for queue mode); default: this message's own
+                ``consumerGroup``, which the broker sets to the group that popped it (so a
+                message a consumer of group ``g`` handles traces under ``g``), queue mode
+                when it has none.
+
+        Returns:
+            ``{success: True, traceId}``.
+
+        Raises:
+            InvalidInputError: no ``data`` dict, bad names or event type, a ``group`` that
+                is not a valid consumer-group name (a non-empty str of ``A-Z a-z 0-9 . _ ~
+                -``, at most 255 characters), or the message is not bound to a client
+                (nothing sent). BrokerError: ``Message not found``. ClientClosedError,
+                QueenConnectionError as :meth:`queen_sync.Queen.trace`.
+
+        Wire: ``POST /api/v1/traces`` ``{transactionId, partitionId, consumerGroup,
+        traceNames, eventType, data}``.
+        """
+        return self._client().trace(self, names, data, event_type, group=group)
 
     def ack(
         self, status: Union[bool, str] = True, *, group: Optional[str] = None, error: Optional[str] = None

@@ -95,11 +95,18 @@ class QueueBuilder:
         self._buffer: Any = None  # producer.BufferOptions when buffer() was called
 
     def __repr__(self) -> str:
+        """``QueueBuilder(queue='q'[, partition='p'][, group='g'][, buffer(message_count=..,
+        time_millis=.., max_bytes=.., max_messages=.., block_timeout_millis=..)])``: the
+        buffer settings once :meth:`buffer` was called (a builder holds no secret)."""
         parts = ["queue=%r" % self._name]
         if self._partition is not None:
             parts.append("partition=%r" % self._partition)
         if self._group is not None:
             parts.append("group=%r" % self._group)
+        if self._buffer is not None:
+            b = self._buffer
+            parts.append("buffer(message_count=%d, time_millis=%d, max_bytes=%d, max_messages=%d, block_timeout_millis=%d)"
+                         % (b.message_count, b.time_millis, b.max_bytes, b.max_messages, b.block_timeout_millis))
         return "QueueBuilder(%s)" % ", ".join(parts)
 
     def _with(self, **changes: Any) -> "QueueBuilder":
@@ -461,7 +468,14 @@ class QueueBuilder:
         return self._with(_each=True)
 
     def limit(self, n: int) -> "QueueBuilder":
-        """consume(): stop after ``n`` messages in total across all workers (never overshoots)."""
+        """consume(): stop after ``n`` handled messages in total across all workers (never
+        overshoots): each message given to the handler counts once per delivery, whether it
+        succeeded or failed, so a **redelivered** message counts again (one nacked and
+        redelivered, or one whose lease expired before it was acked: ``limit(n)`` is not
+        "``n`` distinct messages"). Messages popped but never given to the handler (e.g.
+        their lease was lost first) do not count. ``n`` is an int >= 1
+        (InvalidInputError otherwise); the result's ``handled`` is the count, ``reason``
+        ``"limit"`` once it is reached."""
         return self._with(_limit=int_arg("limit", n, 1))
 
     def idle_millis(self, ms: int) -> "QueueBuilder":

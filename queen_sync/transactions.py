@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import codec
 from ._session import Session
-from ._validate import ack_context, int_arg, items_arg, refuse_unleased, resolve_group, validate_name
+from ._validate import ack_context, int_arg, items_arg, refuse_duplicate_acks, refuse_unleased, resolve_group, validate_name
 from .errors import (
     ClientClosedError,
     InvalidInputError,
@@ -130,7 +130,8 @@ class TransactionBuilder:
         Raises:
             InvalidInputError: a bad message (also one popped with ``auto_ack(True)``: it
                 has no lease to fence the ack), status or context, or the transaction was
-                already sent (nothing added).
+                already sent (nothing added). A message acked twice for one consumer group
+                (in one call or two) is refused by :meth:`commit`, before sending.
 
         Wire: each message becomes ``{"type": "ack", transactionId, partitionId, status,
         consumerGroup?, leaseId?, error?}`` in the commit body.
@@ -206,7 +207,10 @@ class TransactionBuilder:
 
         Raises:
             InvalidInputError: no operations ("Transaction has no operations to commit"),
-                a bad ``retries``, or the transaction was already committed or rejected.
+                a bad ``retries``, the transaction was already committed or rejected, or it
+                acks one message twice (same ``transactionId`` and ``partitionId``, whatever
+                its ``leaseId``) for one consumer group, as :meth:`queen_sync.Queen.ack` of a
+                list refuses: the error names both places in :attr:`operations` (nothing sent).
             TransactionError: the broker rejected it (``.result`` is its reply). Nothing of
                 this attempt was applied; ``.maybe_committed`` says an earlier attempt whose
                 reply was lost most likely was (see above). Also raised, with
@@ -228,6 +232,11 @@ class TransactionBuilder:
         if self._outcome == "rejected":
             raise InvalidInputError("this transaction was rejected by the broker; build a new one")
         if self._body is None:
+            refuse_duplicate_acks(
+                ((i, op, op.get("consumerGroup")) for i, op in enumerate(self._ops) if op.get("type") == "ack"),
+                "transaction operations",
+                "one transaction settles a message once; build it again without the duplicate",
+            )
             self._body = codec.encode_transaction(self._ops, nan_as_null=self._session.nan_as_null)
         refusal = self._resend_refusal()
         if refusal is not None:

@@ -173,3 +173,51 @@ def test_trace_bad_group_sends_nothing(embedded_broker: Any, group: Any) -> None
         with pytest.raises(InvalidInputError, match="consumer group"):
             q.trace({"transactionId": "t", "partitionId": "p"}, "n", {"a": 1}, group=group)
     assert embedded_broker.request_count() == 0
+
+
+def test_message_trace_records_the_consumers_group_by_default_and_takes_group(
+    client: Queen, qname: str, unique_name: Any
+) -> None:
+    group, other = unique_name("g"), unique_name("audit")
+    client.queue(qname).partition("p").push({"data": 1})
+    handled: List[Any] = []
+
+    def handler(msg: Any) -> None:  # a consumed message: its trace() goes through the consumer's session
+        assert msg.trace("x", {"by": "own"})["success"] is True
+        assert msg.trace("x", {"by": "other"}, group=other)["success"] is True
+        assert msg.trace("x", {"by": "queue"}, group="__QUEUE_MODE__")["success"] is True
+        handled.append(msg)
+
+    result = client.queue(qname).partition("p").group(group).limit(1).consume(handler)
+    assert result.failed == 0 and len(handled) == 1
+    (m,) = handled
+    traces = client.admin.get_traces_for_message(m["partitionId"], m["transactionId"])["traces"]
+    assert {t["data"]["by"]: t["consumer_group"] for t in traces} == {
+        "own": group, "other": other, "queue": "__QUEUE_MODE__"}
+    # a popped message takes group= too
+    (p,) = client.queue(qname).partition("p").group(unique_name("g2")).pop()
+    assert p.trace("y", {"by": "popped"}, group=other)["success"] is True
+    client.ack(p, True)
+    traces = client.admin.get_traces_for_message(p["partitionId"], p["transactionId"])["traces"]
+    assert [t["consumer_group"] for t in traces if t["data"]["by"] == "popped"] == [other]
+
+
+@pytest.mark.parametrize("group", ["", "a b", "x/y", 7, "g" * 256])
+def test_message_trace_bad_group_sends_nothing(embedded_broker: Any, group: Any) -> None:
+    with Queen(embedded_broker.url) as q:
+        q.queue("mtg").push([{"data": 1}, {"data": 2}])
+        (popped,) = q.queue("mtg").group("g").pop()
+        with pytest.raises(InvalidInputError, match="consumer group"):
+            popped.trace("n", {"a": 1}, group=group)
+        errors: List[BaseException] = []
+
+        def handler(msg: Any) -> None:
+            try:
+                msg.trace("n", {"a": 1}, group=group)
+            except InvalidInputError as exc:
+                errors.append(exc)
+
+        q.queue("mtg").group("h").limit(1).consume(handler)
+        assert len(errors) == 1 and "consumer group" in str(errors[0])
+        q.ack(popped, True)
+    assert embedded_broker.request_count("POST", "/api/v1/traces") == 0

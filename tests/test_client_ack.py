@@ -126,6 +126,33 @@ def test_ack_list_duplicate_in_queue_mode_names_queue_mode(embedded_broker: Any)
         assert q.ack([m], True)[0]["success"] is True
 
 
+def test_transaction_acking_a_message_twice_is_refused_at_commit_before_sending(embedded_broker: Any) -> None:
+    with Queen(embedded_broker.url) as q:
+        q.queue("txdups").push([{"data": i} for i in range(3)])
+        ms = _pop(q, "txdups", "g", n=3)
+        sent = lambda: embedded_broker.request_count("POST", "/api/v1/transaction")  # noqa: E731
+        ids = r"\(transactionId %s, partitionId %s\)" % (ms[0]["transactionId"], ms[0]["partitionId"])
+        # in two ack() calls (a push between them counts as an operation), in one list, an equal copy
+        tx = q.transaction().ack(ms[0]).queue("txdups-out").push({"data": "x"}).ack([ms[1], dict(ms[0])])
+        with pytest.raises(InvalidInputError, match=r"^transaction operations 0 and 3 are the same message %s for "
+                           r"consumer group 'g': one transaction settles a message once; build it again without "
+                           r"the duplicate \(nothing was sent\)$" % ids):
+            tx.commit()
+        with pytest.raises(InvalidInputError, match="transaction operations 0 and 3"):
+            tx.commit()  # refused again: nothing was built or sent
+        with pytest.raises(InvalidInputError, match=r"operations 0 and 1 .* for queue mode: "):
+            q.transaction().ack([ms[2], ms[2]], True, group="__QUEUE_MODE__").commit()
+        with pytest.raises(InvalidInputError, match=r"operations 0 and 1 .*under two leases: leaseId %s and other"
+                           % ms[1]["leaseId"]):
+            q.transaction().ack([ms[1], dict(ms[1], leaseId="other")], "failed").commit()
+        assert sent() == 0
+        # the same message for two consumer groups is two acks, not a duplicate
+        (other,) = _pop(q, "txdups", "g2", n=1)
+        res = q.transaction().ack(ms).ack(other).commit()
+        assert [r["success"] for r in res["results"]] == [True] * 4 and sent() == 1
+        assert q.queue("txdups").group("g").pop() == [] and q.queue("txdups").group("g2").batch(3).pop() != []
+
+
 def test_ack_unknown_raises(client: Queen, qname: str) -> None:
     client.queue(qname).push({"data": 1})
     m = _pop(client, qname)[0]

@@ -66,6 +66,19 @@ def test_repr_hides_token() -> None:
     assert "closed" in repr(q)
 
 
+def test_queue_builder_repr_shows_the_buffer_settings() -> None:
+    with Queen("http://a:6632", bearer_token="top-secret") as q:
+        assert repr(q.queue("s")) == "QueueBuilder(queue='s')"
+        b = q.queue("s").partition("p").buffer(10, 10)
+        assert repr(b) == ("QueueBuilder(queue='s', partition='p', buffer(message_count=10, time_millis=10, "
+                           "max_bytes=1048576, max_messages=10000, block_timeout_millis=10000))")
+        assert repr(q.queue("s").buffer(5, 200, max_bytes=4096, max_messages=50, block_timeout_millis=0)).endswith(
+            "buffer(message_count=5, time_millis=200, max_bytes=4096, max_messages=50, block_timeout_millis=0))")
+        assert "secret" not in repr(b) and "6632" not in repr(b)
+        assert repr(q) == "Queen(urls=['http://a:6632'], timeout_millis=30000)"
+    assert repr(q) == "Queen(urls=['http://a:6632'], timeout_millis=30000, closed)"
+
+
 def test_close_idempotent_and_context_manager() -> None:
     with Queen("http://a:6632") as q:
         assert not q.closed

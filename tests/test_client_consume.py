@@ -58,6 +58,23 @@ def test_limit_shared_across_workers_never_overshoots(client: Queen, qname: str)
     assert rest.handled == 13 and len(set(seen)) == 20
 
 
+def test_limit_counts_a_message_redelivered_after_its_lease_expired_again(client: Queen, qname: str) -> None:
+    # documented on limit(): it counts handled messages, redeliveries included
+    client.queue(qname).config({"lease_time": 1}).create()
+    client.queue(qname).push({"data": "once"})
+    seen: List[Any] = []
+
+    def handler(m: Any) -> None:
+        seen.append(m["transactionId"])
+        if len(seen) == 2:
+            m.ack()  # the redelivered copy; the first was left unacked: its 1 s lease expires
+
+    out = client.queue(qname).group("g").auto_ack(False).limit(2).idle_millis(15000).consume(handler)
+    assert (out.handled, out.reason) == (2, "limit")
+    assert len(seen) == 2 and seen[0] == seen[1]  # one message, counted twice
+    assert client.queue(qname).group("g").pop() == []
+
+
 def test_idle_stop_on_empty_queue(client: Queen, qname: str) -> None:
     client.queue(qname).create()
     res = client.queue(qname).group("g").idle_millis(300).consume(lambda m: None)

@@ -56,6 +56,57 @@ def test_handler_failure_without_auto_ack_is_logged_and_reraised(
     assert recs[0].exc_info[1] is consumer.error
 
 
+class _CallbackBoom(RuntimeError):
+    pass
+
+
+@pytest.mark.parametrize("on_error", [False, True], ids=["no-on_error", "on_error"])
+def test_an_on_success_failure_is_logged_as_the_callbacks_not_the_handlers(
+    client: Queen, qname: str, on_error: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With auto_ack(True) the message is still nacked after it (documented); the WARNING
+    says the on_success callback raised, not the handler (which returned)."""
+    caplog.set_level(logging.INFO, logger="queen_sync")
+    client.queue(qname).config({"retry_limit": 0}).create()
+    res = client.queue(qname).partition("pa").push({"data": "x"})
+    txid = res[0]["transaction_id"]
+    handled: List[Any] = []
+    errors: List[BaseException] = []
+
+    def on_success(m: Any, result: Any) -> None:
+        raise _CallbackBoom("callback refused it")
+
+    b = client.queue(qname).group("g").auto_ack(True).on_success(on_success).limit(1).idle_millis(5000)
+    if on_error:
+        b = b.on_error(lambda m, exc: errors.append(exc))
+    out = b.consume(handled.append)
+    assert (len(handled), out.failed, out.nacked) == (1, 1, 1)
+    assert [type(e) for e in errors] == ([_CallbackBoom] if on_error else [])
+    recs = [r for r in caplog.records if r.name == "queen_sync.consumer" and r.exc_info]
+    assert len(recs) == 1 and recs[0].levelno == logging.WARNING and recs[0].exc_info[0] is _CallbackBoom
+    text = recs[0].getMessage()
+    assert text.startswith("on_success callback raised _CallbackBoom on 1 message(s) of queue %r" % qname), text
+    assert txid in text and "handler raised" not in text
+    assert [m["data"] for m in client.queue(qname).dlq("g").get()] == ["x"]  # nacked: retry_limit 0
+
+
+def test_a_handler_failure_with_on_success_set_still_names_the_handler(
+    client: Queen, qname: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="queen_sync")
+    client.queue(qname).push({"data": "x"})
+    called: List[Any] = []
+
+    def handler(m: Any) -> None:
+        raise _HandlerBoom("no")
+
+    out = (client.queue(qname).group("g").auto_ack(True).on_success(lambda m, r: called.append(m))
+           .limit(1).idle_millis(5000).consume(handler))
+    assert out.failed == 1 and called == []
+    (rec,) = [r for r in caplog.records if r.name == "queen_sync.consumer" and r.exc_info]
+    assert rec.getMessage().startswith("handler raised _HandlerBoom on 1 message(s)")
+
+
 @pytest.mark.parametrize("each", [True, False], ids=["each", "batch"])
 @pytest.mark.parametrize("exc_type", [SystemExit, KeyboardInterrupt])
 def test_handler_raising_systemexit_gives_its_unhandled_messages_back(

@@ -161,23 +161,85 @@ def test_order_kept_when_batches_fail(embedded_broker: Any, q: Queen) -> None:
 
 def test_full_buffer_error_while_the_first_send_is_still_retrying_says_so(embedded_broker: Any) -> None:
     # broker down, the batch's first send still inside the transport's own attempts (2 s
-    # backoff between them): the buffer has seen no failure yet. The error said "last error:
-    # None", then "no send has failed yet", though attempts were failing and being retried.
+    # backoff between them): the buffer has seen no failed send yet. The error said "last
+    # error: None", then "no send has failed yet"; it now names the transport's failed
+    # attempts of this send and their latest error (told by its on_retry)
     embedded_broker.stop()
     q = Queen(embedded_broker.url, retry_attempts=3, backoff=ExponentialBackoff(2000, 2000))
     try:
         qb = q.queue("slow").buffer(10, 1, max_messages=10, block_timeout_millis=20)
         qb.push([{"data": i} for i in range(10)])
-        wait_for(lambda: q.get_buffer_stats()["buffers"]["slow/Default"]["in_flight"] == 10, what="the send")
-        with pytest.raises(BufferFullError, match=r"; a send of 10 message\(s\) in flight for \d+ ms, no outcome "
-                           r"of its first send yet \(a slow or unreachable broker: the transport makes up to "
-                           r"retry_attempts attempts") as info:
+        wait_for(lambda: q.get_transport_stats()["retries"] >= 1, what="the first attempt's failure")
+        with pytest.raises(BufferFullError, match=r"; a send of 10 message\(s\) in flight for \d+ ms, no reply yet: "
+                           r"the transport is retrying it \(1 failed attempt\(s\), latest error: cannot connect "
+                           r"to the Queen broker at .*Connection refused\)$") as info:
             qb.push({"data": 10})
         text = str(info.value)
-        assert "None" not in text and "no send has failed" not in text and "\n" not in text
+        assert "None" not in text and "\n" not in text
+        assert q.get_buffer_stats()["buffers"]["slow/Default"]["last_error"] is None  # no failed send yet
     finally:
         with pytest.warns(RuntimeWarning, match="10 buffered message"):
             assert q.close(timeout_millis=50) == 10
+
+
+def _close_summary(caplog: pytest.LogCaptureFixture) -> str:
+    [line] = [r.getMessage() for r in caplog.records
+              if r.name == "queen_sync.producer" and r.levelno == logging.ERROR and "could not be delivered" in r.getMessage()]
+    return line
+
+
+def test_close_during_an_outage_names_the_failure_in_progress(
+        embedded_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    # the reproducer: broker down, close with a timeout shorter than the transport's retries
+    # (the buffer's last_error is still None then): the ERROR line said "last error: None"
+    caplog.set_level(logging.ERROR, logger="queen_sync.producer")
+    embedded_broker.stop()
+    q = Queen(embedded_broker.url, retry_attempts=3, backoff=ExponentialBackoff(2000, 2000))
+    q.queue("f").buffer(10, 60000).push({"data": 1})
+    with pytest.warns(RuntimeWarning, match="1 buffered message"):
+        assert q.close(timeout_millis=500) == 1  # the close's flush sends it: its first attempt is refused
+    line = _close_summary(caplog)
+    assert re.search(r"\(f/Default: 1 unsent, 0 failed send\(s\) in all; a send of 1 message\(s\) in flight for "
+                     r"\d+ ms, no reply yet: the transport is retrying it \(1 failed attempt\(s\), latest error: "
+                     r"cannot connect to the Queen broker at [^;]*Connection refused\)\); ", line), line
+    assert "None" not in line
+
+
+def test_close_while_a_send_has_no_reply_yet_says_so(embedded_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    # a broker that takes the push and never answers: no attempt has failed yet
+    caplog.set_level(logging.ERROR, logger="queen_sync.producer")
+    hole = embedded_broker.faults.add("POST", "/api/v1/push", "blackhole", times=None)
+    q = Queen(embedded_broker.url, timeout_millis=60000)
+    q.queue("f").buffer(10, 60000).push({"data": 1})
+    with pytest.warns(RuntimeWarning, match="1 buffered message"):
+        assert q.close(timeout_millis=300) == 1
+    assert hole.hits == 1
+    line = _close_summary(caplog)
+    assert "f/Default: 1 unsent, 0 failed send(s) in all; a send of 1 message(s) in flight for " in line
+    assert ", no reply yet (a slow or unreachable broker: " in line and "None" not in line
+    embedded_broker.faults.clear()
+
+
+def test_close_while_a_resent_batch_is_retrying_names_both(
+        embedded_broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    # the first send failed (its 2 attempts answered 500), the resend's first attempt too,
+    # its second hangs: the line names the batch's failed send and the current send's attempt
+    caplog.set_level(logging.ERROR, logger="queen_sync.producer")
+    embedded_broker.faults.add("POST", "/api/v1/push", "status", status=500, times=3,
+                               body={"error": "disk full"})
+    hole = embedded_broker.faults.add("POST", "/api/v1/push", "blackhole", times=None)
+    q = Queen(embedded_broker.url, retry_attempts=2, backoff=ExponentialBackoff(1, 2), timeout_millis=60000)
+    try:
+        q.queue("f").buffer(1, 1).push({"data": 1})
+        wait_for(lambda: hole.hits == 1, what="the resend's second attempt")
+    finally:
+        with pytest.warns(RuntimeWarning, match="1 buffered message"):
+            assert q.close(timeout_millis=50) == 1
+    line = _close_summary(caplog)
+    assert re.search(r"f/Default: 1 unsent, 1 failed send\(s\) in all; a send of 1 message\(s\) in flight for \d+ "
+                     r"ms, resent after 1 failed send\(s\), last error: [^;]*disk full[^;]*; the transport is retrying "
+                     r"the current send \(1 failed attempt\(s\), latest error: [^;]*disk full[^;]*\)\); ", line), line
+    embedded_broker.faults.clear()
 
 
 def test_full_buffer_error_names_the_failed_sends_of_the_batch_in_flight(embedded_broker: Any) -> None:

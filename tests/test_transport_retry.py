@@ -247,3 +247,31 @@ def test_affinity_fails_over_and_comes_back(two_brokers: List[Any]) -> None:
             return len(home.messages("af")) > 1
 
         wait_for(pushed_home, what="affinity back on the healthy home broker")
+
+
+# --------------------------------------------------------------------------- on_retry
+
+
+def test_on_retry_is_told_each_retried_attempt_and_cannot_break_the_call(embedded_broker: Any) -> None:
+    from queen_sync.transport import Transport
+
+    embedded_broker.faults.add("GET", "/health", "status", status=500, times=2, body={"error": "busy"})
+    told: List[Any] = []
+
+    def on_retry(error: Exception, attempt: int) -> None:
+        told.append((type(error).__name__, attempt, "busy" in str(error)))
+        raise RuntimeError("a broken callback")  # logged at DEBUG, the call goes on
+
+    t = Transport([embedded_broker.url], retry_attempts=3, backoff=NoBackoff())
+    try:
+        resp = t.request("GET", "/health", idempotent=True, on_retry=on_retry)
+        assert resp.status == 200
+        assert told == [("QueenHTTPError", 1, True), ("QueenHTTPError", 2, True)]
+        # the last attempt's failure is raised, not told
+        embedded_broker.faults.add("GET", "/health", "status", status=500, times=3, body={"error": "busy"})
+        attempts: List[int] = []
+        with pytest.raises(QueenHTTPError, match="busy"):
+            t.request("GET", "/health", idempotent=True, on_retry=lambda e, n: attempts.append(n))
+        assert attempts == [1, 2]
+    finally:
+        t.close()

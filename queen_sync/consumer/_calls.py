@@ -52,8 +52,10 @@ class _MessageActions:
         names: Union[str, Sequence[str], None] = None,
         data: Optional[Mapping[str, Any]] = None,
         event_type: str = "info",
+        *,
+        group: Optional[str] = None,
     ) -> Dict[str, Any]:
-        return tracing.trace(self._session, message, names, data, event_type)
+        return tracing.trace(self._session, message, names, data, event_type, group=group)
 
     def ack(
         self,

@@ -236,10 +236,12 @@ class Lanes:
                 self._st.room_deferred.add(threading.get_ident())
             self._st.last_activity = time.monotonic()
         settled_before = settled_count()
+        raiser = "handler"  # what the log line names if this raises
         try:
             try:
                 result = self._handler(arg)
                 if self._on_success is not None:
+                    raiser = "on_success callback"
                     self._on_success(arg, result)
             finally:
                 with self._st.lock:
@@ -263,7 +265,8 @@ class Lanes:
                 self._st.stats.failed += len(msgs)
             text = ("%s: %s" % (type(exc).__name__, exc))[:MAX_ERROR_TEXT]
             if self._on_error is not None:
-                self._log_handler_failure(exc, msgs, "calling on_error" + (", then nacking them" if self._auto_ack else ""))
+                self._log_handler_failure(
+                    raiser, exc, msgs, "calling on_error" + (", then nacking them" if self._auto_ack else ""))
                 try:
                     self._on_error(arg, exc)
                 except Exception as exc2:
@@ -283,11 +286,11 @@ class Lanes:
                 self._st.resolve(msgs, unit)
                 return True
             if not self._auto_ack:
-                self._log_handler_failure(exc, msgs, "auto_ack is off: stopping the consumer, the error is re-raised")
+                self._log_handler_failure(raiser, exc, msgs, "auto_ack is off: stopping the consumer, the error is re-raised")
                 self._st.resolve(msgs, unit)
                 self._st.fail(exc)
                 return True
-            self._log_handler_failure(exc, msgs, "nacking them (the broker retries, then dead-letters)")
+            self._log_handler_failure(raiser, exc, msgs, "nacking them (the broker retries, then dead-letters)")
             return self._settle(first, msgs, unit, False, text, settled_before)
         if self._auto_ack:
             # False only when the handler released the partition itself (a lost lease is
@@ -346,11 +349,13 @@ class Lanes:
             return self._acks.ack(rest, unit, ok, error)
         return not released
 
-    def _log_handler_failure(self, exc: BaseException, msgs: List[Message], then: str) -> None:
-        """One WARNING per failed handler call, with the traceback; message ids only (queue,
-        partition, transactionId), never payloads."""
+    def _log_handler_failure(self, raiser: str, exc: BaseException, msgs: List[Message], then: str) -> None:
+        """One WARNING per failed handler call, with the traceback; ``raiser`` names what
+        raised (``"handler"`` or ``"on_success callback"``, which runs after the handler
+        returned); message ids only (queue, partition, transactionId), never payloads."""
         log.warning(
-            "handler raised %s on %d message(s) of queue %r%s; %s: %s",
+            "%s raised %s on %d message(s) of queue %r%s; %s: %s",
+            raiser,
             type(exc).__name__,
             len(msgs),
             self._st.queue,

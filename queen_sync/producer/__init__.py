@@ -57,7 +57,9 @@ Each ``(queue, partition)`` gets one :class:`PushBuffer` with its own background
   ``queen_sync`` logger and a ``RuntimeWarning`` say the sender will not run between requests.
 - **Logging.** A batch that fails logs one WARNING on its first failed send, DEBUG for the
   next ones, INFO once delivered; at close, one ERROR sums up what was left unsent per
-  buffer (failed sends, last error). Never a line per resend.
+  buffer (failed sends, last error, and the send in flight: how long, and while the
+  transport is still retrying it, its failed attempts and their latest error, which the
+  transport tells the buffer through ``on_retry``). Never a line per resend.
 - **Exit.** An ``atexit`` hook flushes what is still buffered (bounded by the close
   timeout: with the broker unreachable, exit waits that long, 30 s by default); messages
   it cannot send are logged at ERROR and reported by a

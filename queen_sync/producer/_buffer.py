@@ -114,6 +114,10 @@ class PushBuffer:
         self._batch_started = 0.0  # when the batch in flight was taken (monotonic s)
         self._batch_failures = 0  # failed sends of the batch in flight (and failed-item rounds)
         self._batch_error: Optional[str] = None  # the last of those failures' errors
+        # the send in progress: the transport's failed attempts so far (it retries them itself,
+        # retry_attempts in all, before the send fails), told by its on_retry; the latest error
+        self._attempt_failures = 0
+        self._attempt_error: Optional[str] = None
         self._enqueued = 0  # messages ever accepted (sequence)
         self._taken = 0  # messages ever taken into a batch
         self._done = 0  # messages ever delivered (queued / duplicate / buffered) or given up as failed
@@ -202,23 +206,39 @@ class PushBuffer:
             lock.release()
 
     def _full_reason_locked(self) -> str:
-        """Why nothing got out, for :class:`BufferFullError`: one line, no payloads. The batch in
-        flight is named with how long its send has lasted and what this batch's failures were
-        (not an older batch's error: that one may have been delivered since)."""
+        """Why nothing got out, for :class:`BufferFullError` and the close summary: one line,
+        no payloads. The batch in flight is named with how long its send has lasted, what
+        this batch's failures were (not an older batch's error: that one may have been
+        delivered since) and, while the transport is retrying the current send, its failed
+        attempts and their latest error (e.g. connection refused: the buffer counts a failed
+        send only once the transport's ``retry_attempts`` are used up)."""
         if self._in_flight:
             why = "a send of %d message(s) in flight for %.0f ms" % (
                 self._in_flight, (time.monotonic() - self._batch_started) * 1000.0)
+            retrying = None
+            if self._attempt_error is not None:
+                retrying = "the transport is retrying %s (%d failed attempt(s), latest error: %s)" % (
+                    "the current send" if self._batch_error is not None else "it",
+                    self._attempt_failures, _one_line(self._attempt_error))
             if self._batch_error is not None:
-                return "%s, resent after %d failed send(s), last error: %s" % (
+                why = "%s, resent after %d failed send(s), last error: %s" % (
                     why, self._batch_failures, _one_line(self._batch_error))
-            # e.g. a broker refusing connections: the transport's own attempts (retry_attempts,
-            # with backoff) fail inside this first send, and the buffer does not see them
-            return ("%s, no outcome of its first send yet (a slow or unreachable broker: the transport makes "
-                    "up to retry_attempts attempts, then the buffer resends the batch until delivered or "
-                    "closed)" % why)
+                return why if retrying is None else "%s; %s" % (why, retrying)
+            if retrying is not None:
+                return "%s, no reply yet: %s" % (why, retrying)
+            # e.g. a broker that accepted the connection but does not answer
+            return ("%s, no reply yet (a slow or unreachable broker: the transport makes up to retry_attempts "
+                    "attempts, then the buffer resends the batch until delivered or closed)" % why)
         if self._s["last_error"] is not None:
             return "no send in flight, last error of an earlier send: %s" % _one_line(self._s["last_error"])
         return "no send in flight"
+
+    def _note_attempt_failed(self, error: Exception, attempt: int) -> None:
+        """The transport's ``on_retry`` for this buffer's sends: an attempt of the send in
+        progress failed and is retried (``attempt``: its number)."""
+        with self._lock:
+            self._attempt_failures = attempt
+            self._attempt_error = str(error)
 
     def _start_thread(self) -> None:
         _fork.warn_uwsgi_threads_off("the push buffer's background sender")
@@ -273,19 +293,22 @@ class PushBuffer:
         """Refuse new pushes, flush until ``deadline`` (a ``time.monotonic()`` value, None =
         no limit), then stop the sender. Returns the number of unconfirmed messages (unsent,
         plus given up as failed and not yet returned by a flush)."""
-        unsent, failed = self._close(deadline)
+        unsent, failed, _why = self._close(deadline)
         return unsent + failed
 
-    def _close(self, deadline: Optional[float]) -> Tuple[int, int]:
-        """:meth:`close`; returns ``(unsent, failed not yet reported)``."""
+    def _close(self, deadline: Optional[float]) -> Tuple[int, int, str]:
+        """:meth:`close`; returns ``(unsent, failed not yet reported, why)``: ``why`` says
+        what kept the unsent ones (:meth:`_full_reason_locked`, read before the sender is
+        stopped: the send in flight and its errors), ``""`` when none is unsent."""
         with self._lock:
             self._closed = True
             self._room.notify_all()  # blocked pushers raise ClientClosedError
             target = self._enqueued
             unsent = self._flush_wait_locked(target, deadline)
+            why = self._full_reason_locked() if unsent else ""
             self._stop.set()
             self._work.notify_all()
-            return unsent, self._take_failed_locked()
+            return unsent, self._take_failed_locked(), why
 
     # ------------------------------------------------------------------ sender thread
 
@@ -312,6 +335,8 @@ class PushBuffer:
         self._batch_started = time.monotonic()
         self._batch_failures = 0
         self._batch_error = None
+        self._attempt_failures = 0
+        self._attempt_error = None
         return frags, count
 
     def _due_locked(self, now: float) -> Optional[float]:
@@ -380,11 +405,16 @@ class PushBuffer:
         while True:
             if self._stop.is_set():
                 return "stopped", failures
+            if self._attempt_error is not None:
+                with self._lock:  # a new send: its own attempts
+                    self._attempt_failures = 0
+                    self._attempt_error = None
             try:
                 # a reply without one result per item (ProtocolError): outcome unknown, resend (same ids)
                 # budget=False: this loop is the long retry (and it stops on close)
                 results, _status, _failed = wire_messages.push(
-                    self._transport, body, queue=self.queue, partition=self.partition, count=count, budget=False
+                    self._transport, body, queue=self.queue, partition=self.partition, count=count, budget=False,
+                    on_retry=self._note_attempt_failed,
                 )
             except ClientClosedError:
                 return "stopped", failures

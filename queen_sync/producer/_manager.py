@@ -312,15 +312,14 @@ class BufferManager:
                 b._closed = True
                 b._request_flush_locked()
         unsent = failed = 0
-        stuck: List[str] = []  # per buffer left with unsent messages: its count, failed sends, last error
+        stuck: List[str] = []  # per buffer left with unsent messages: its count, failed sends, why
         for b in buffers:
-            u, f = b._close(deadline)
+            u, f, why = b._close(deadline)
             unsent += u
             failed += f
             if u:
                 with b._lock:
-                    stuck.append("%s: %d unsent, %d failed send(s) in all, last error: %s"
-                                 % (b._affinity, u, b._s["retries"], b._s["last_error"]))
+                    stuck.append("%s: %d unsent, %d failed send(s) in all; %s" % (b._affinity, u, b._s["retries"], why))
         self.unsent_on_close = unsent + failed
         if unsent:
             log.error(

@@ -402,6 +402,7 @@ class Transport:
         affinity_key: Optional[str] = None,
         accept: Optional[Callable[[bytes], Any]] = None,
         long_poll: bool = False,
+        on_retry: Optional[Callable[[Exception, int], Any]] = None,
     ) -> Response:
         """Send one call, with retries and failover, and return the 2xx reply.
 
@@ -423,6 +424,13 @@ class Transport:
                 :data:`RETRY_PUSH` / :data:`RETRY_ALWAYS`, else raised).
             long_poll: the call may wait at the broker (a pop with ``wait=true``):
                 :meth:`close` interrupts it, and it raises ClientClosedError.
+            on_retry: called in the calling thread as ``on_retry(error, attempt)`` when an
+                attempt failed and another one follows (before the backoff pause):
+                ``error`` is the :class:`~queen_sync.errors.QueenError` that attempt would
+                have raised, ``attempt`` its number (1 for the first). A caller that retries
+                for a long time itself (the push buffer) learns from it why a call is still
+                running; what it returns is ignored and an exception from it is logged at
+                DEBUG and ignored (the call goes on).
 
         Returns:
             the :class:`Response` (any 2xx status).
@@ -496,6 +504,11 @@ class Transport:
                 if budget_end is not None and attempt >= max_attempts:
                     # past the attempt count, only the budget is left: the last attempt starts at its end
                     delay = min(delay, max(0.0, budget_end - time.monotonic()))
+                if on_retry is not None:  # before the count: a caller seeing it has been told
+                    try:
+                        on_retry(failed.error, attempt)
+                    except Exception:
+                        log.debug("on_retry callback of %s %s raised", method, path, exc_info=True)
                 self._count("retries")
                 nxt = self._urls[order[pos]]
                 # DEBUG, not WARNING: an outage would log every attempt; callers that retry

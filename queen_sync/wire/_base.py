@@ -53,6 +53,7 @@ class Requester(Protocol):
         affinity_key: Optional[str] = None,
         accept: Optional[Callable[[bytes], Any]] = None,
         long_poll: bool = False,
+        on_retry: Optional[Callable[[Exception, int], Any]] = None,
     ) -> Response: ...
 
 

@@ -11,7 +11,7 @@ never after a lost reply (it would hold a lease); ack and transaction never once
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import codec
 from ..errors import ProtocolError, QueenConnectionError
@@ -98,7 +98,14 @@ def pop(requester: Requester, spec: PopSpec) -> List[Message]:
 
 
 def push(
-    requester: Requester, body: bytes, *, queue: str, partition: Optional[str], count: int, budget: bool = True
+    requester: Requester,
+    body: bytes,
+    *,
+    queue: str,
+    partition: Optional[str],
+    count: int,
+    budget: bool = True,
+    on_retry: Optional[Callable[[Exception, int], Any]] = None,
 ) -> Tuple[List[Dict[str, Any]], int, int]:
     """Send one push body of ``count`` items (built by ``codec.encode_push`` /
     ``codec.join_push_fragments``) to ``queue`` / ``partition``.
@@ -109,7 +116,8 @@ def push(
     does not hold one result per item: what was stored already is answered ``duplicate``.
     ``budget=False`` (the buffered producer, which resends failed batches itself until it is
     closed): plain :data:`~queen_sync.transport.RETRY_ALWAYS` with ``retry_attempts``, and a
-    bad reply raises at once.
+    bad reply raises at once. ``on_retry(error, attempt)``: told of each failed attempt that
+    the requester retries (see :meth:`queen_sync.transport.Transport.request`).
 
     Returns:
         ``(results, http_status, failed)``: exactly one result per item, in input order, and
@@ -131,11 +139,14 @@ def push(
         return codec.decode_push_reply(data, count)  # one pass: decode, item and count checks, failed count
 
     key = "%s/%s" % (queue, partition or "Default")
+    # on_retry only when given: a requester of an older signature keeps working
+    extra: Dict[str, Any] = {} if on_retry is None else {"on_retry": on_retry}
     if not budget:
-        resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_ALWAYS, affinity_key=key)
+        resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_ALWAYS, affinity_key=key, **extra)
         results, failed = accept(resp.data)
     else:
-        resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_PUSH, affinity_key=key, accept=accept)
+        resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_PUSH, affinity_key=key, accept=accept,
+                                 **extra)
         results, failed = resp.value
     return results, resp.status, failed
 
