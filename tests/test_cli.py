@@ -68,7 +68,8 @@ def test_push_json_lines_from_stdin_in_batches(cli_env: Dict[str, str], qname: s
                                                client: Queen) -> None:
     pushes = queen_broker.embedded.request_count("POST", "/api/v1/push") if queen_broker.embedded else None
     data = "".join('{"i": %d}\n' % i for i in range(250)) + "\n"  # a blank line is skipped
-    r = cli(cli_env, "push", qname, "--partition", "p", "--batch-size", "100", stdin=data)
+    # a linger far away: the three requests are the batch size's (and the end of stdin's) only
+    r = cli(cli_env, "push", qname, "--partition", "p", "--batch-size", "100", "--linger-millis", "600000", stdin=data)
     assert r.code == 0, r.err
     assert [x["status"] for x in r.lines] == ["queued"] * 250
     assert r.err == ""  # no progress line: stderr is not a terminal
