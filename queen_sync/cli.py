@@ -203,7 +203,8 @@ def command_parser(name: str) -> argparse.ArgumentParser:
         p.add_argument("--group", metavar="G", help="consumer group (default: queue mode)")
         p.add_argument("--batch", type=_int_at_least(1), default=1, metavar="N", help="at most N messages (default 1)")
         p.add_argument("--wait-millis", type=_millis_at_least(0), metavar="MS", help="long-poll up to MS ms for a message")
-        p.add_argument("--ack", action="store_true", help="ack the popped messages (completed)")
+        p.add_argument("--ack", action="store_true", help="ack the popped messages (completed); a message written "
+                       "into a pipe counts as written: with '| head -1' those head never read are acked too")
     elif name == "consume":
         p.add_argument("queue")
         p.add_argument("--group", required=True, metavar="G", help="consumer group")

@@ -659,3 +659,10 @@ def test_push_batch_size_below_one_is_a_usage_error(cli_env: Dict[str, str], qna
         assert r.code == 2 and r.out == "", r.err
         assert r.err.splitlines()[-1] == "queen-sync push: error: argument --batch-size: must be >= 1, got %s" % value
     assert client.queue(qname).batch(10).pop() == []  # nothing was sent
+
+
+def test_pop_help_says_ack_counts_what_reached_a_pipe(cli_env: Dict[str, str]) -> None:
+    # `pop --ack | head -1` acks the messages in the pipe's buffer that head never read
+    r = cli(cli_env, "pop", "--help")
+    assert r.code == 0
+    assert "with '| head -1' those head never read are acked too" in " ".join(r.out.split())
