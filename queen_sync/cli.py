@@ -583,6 +583,12 @@ def _queue_not_found(name: str) -> CliError:
     return CliError("queue %r not found" % name)
 
 
+def _require_queue(q: Queen, name: str) -> None:
+    """:func:`_queue_not_found` unless the broker lists queue ``name`` (one request)."""
+    if not any(e.get("name") == name for e in q.admin.list_queues().get("queues") or []):
+        raise _queue_not_found(name)
+
+
 def cmd_queue(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     try:
         detail = dict(q.admin.get_queue_detail(ns.queue))
@@ -607,13 +613,14 @@ def cmd_groups(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     if ns.queue is not None:
         groups = [g for g in groups if g.get("queueName") == ns.queue]
         # no group: an unknown queue is an error, as for `queue` (it printed nothing, exit status 0)
-        if not groups and not any(e.get("name") == ns.queue for e in q.admin.list_queues().get("queues") or []):
-            raise _queue_not_found(ns.queue)
+        if not groups:
+            _require_queue(q, ns.queue)
     out.rows(groups)
     return 0
 
 
 def cmd_seek(q: Queen, ns: argparse.Namespace, out: Output) -> int:
+    _require_queue(q, ns.queue)  # the broker "seeks" an unknown queue: success, partitionsUpdated 0
     if ns.partition is not None:  # with --to-end only (a usage error otherwise, see main)
         out.obj(q.admin.seek_partition_to_end(ns.group, ns.queue, ns.partition))
     else:
@@ -625,7 +632,10 @@ def cmd_dlq(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     b = q.queue(ns.queue).dlq(ns.group).limit(ns.limit)
     if ns.partition is not None:
         b = b.partition(ns.partition)
-    out.rows(b.get())
+    rows = b.get()
+    if not rows:  # no row: an unknown queue is an error, as for `queue` (it printed nothing, exit status 0)
+        _require_queue(q, ns.queue)
+    out.rows(rows)
     return 0
 
 

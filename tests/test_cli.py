@@ -666,3 +666,22 @@ def test_pop_help_says_ack_counts_what_reached_a_pipe(cli_env: Dict[str, str]) -
     r = cli(cli_env, "pop", "--help")
     assert r.code == 0
     assert "with '| head -1' those head never read are acked too" in " ".join(r.out.split())
+
+
+def test_dlq_and_seek_of_an_unknown_queue_are_not_found(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    # dlq printed nothing with exit status 0, seek printed success with partitionsUpdated 0
+    name = "nope-%s" % qname
+    for args in (["dlq", name], ["dlq", name, "--group", "g", "--partition", "p"], ["seek", "g", name, "--to-end"],
+                 ["seek", "g", name, "--to-end", "--partition", "p"],
+                 ["seek", "g", name, "--timestamp", "2020-01-01T00:00:00Z"]):
+        r = cli(cli_env, *args)
+        assert r.code == 1 and r.out == "" and r.err == "queen-sync: error: queue %r not found\n" % name, (args, r.err)
+    assert name not in [e["name"] for e in client.admin.list_queues()["queues"]]  # the seek created nothing
+    client.queue(qname).partition("p").push([{"data": {"n": 0}}])  # a known queue: no rows, no error
+    r = cli(cli_env, "dlq", qname)
+    assert r.code == 0 and r.out == "", r.err
+    r = cli(cli_env, "dlq", qname, "--pretty")
+    assert r.code == 0 and r.out == "(none)\n", r.err
+    r = cli(cli_env, "seek", "g", qname, "--to-end")
+    assert r.code == 0 and r.lines[0]["success"] is True, r.err
+    assert client.queue(qname).group("g").batch(5).pop() == []  # sought to the end
