@@ -19,16 +19,16 @@ import argparse
 import copy
 import json
 import logging
-import math
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
-from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import BrokerError, InvalidInputError, Queen, QueenError, __version__, codec_backend
+from ._cli_push import DEFAULT_LINGER_MILLIS, StdinLines, loads as _loads, push_lines
 from ._validate import MAX_DURATION_MILLIS
 from .testing.__main__ import main as broker_main
 
@@ -104,6 +104,11 @@ _COMMAND_HELP = {
 
 
 _COMMAND_EPILOG = {
+    "push": "From stdin, a batch is sent once it holds --batch-size lines, once its first line waited "
+    "--linger-millis, or at the end of stdin ('tail -f app.log | %s push logs' sends each line within the "
+    "linger). A first Ctrl-C (SIGINT) or SIGTERM stops the reading: the lines read and not yet sent are "
+    "pushed, then the exit status is 130 (143 for SIGTERM) and stderr says how many were pushed, or how "
+    "many were not sent; a second signal interrupts that last push." % PROG,
     "pop": "Messages are printed as JSON lines (--pretty is refused). With --ack only the messages "
     "written to stdout are acked; if stdout is closed early (e.g. '| head -1') the rest are released "
     "for redelivery and the exit status is %d." % EXIT_BROKEN_PIPE,
@@ -186,6 +191,9 @@ def command_parser(name: str) -> argparse.ArgumentParser:
                        help='each JSON value is a whole push item {"data": ..., "transactionId": ..., "traceId": ...}')
         p.add_argument("--batch-size", type=_int_at_least(1), default=DEFAULT_PUSH_BATCH, metavar="N",
                        help="items per push request when reading stdin (default %d)" % DEFAULT_PUSH_BATCH)
+        p.add_argument("--linger-millis", type=_millis_at_least(0), default=DEFAULT_LINGER_MILLIS, metavar="MS",
+                       help="send a partial batch once its first line waited MS ms (default %d; 0: at once)"
+                       % DEFAULT_LINGER_MILLIS)
         p.add_argument("--nan-as-null", action="store_true",
                        help="send NaN / Infinity / -Infinity in a payload as null (the client's nan_as_null); "
                        "default: such a payload is refused and nothing of its batch is sent")
@@ -195,7 +203,8 @@ def command_parser(name: str) -> argparse.ArgumentParser:
         p.add_argument("--group", metavar="G", help="consumer group (default: queue mode)")
         p.add_argument("--batch", type=_int_at_least(1), default=1, metavar="N", help="at most N messages (default 1)")
         p.add_argument("--wait-millis", type=_millis_at_least(0), metavar="MS", help="long-poll up to MS ms for a message")
-        p.add_argument("--ack", action="store_true", help="ack the popped messages (completed)")
+        p.add_argument("--ack", action="store_true", help="ack the popped messages (completed); a message written "
+                       "into a pipe counts as written: with '| head -1' those head never read are acked too")
     elif name == "consume":
         p.add_argument("queue")
         p.add_argument("--group", required=True, metavar="G", help="consumer group")
@@ -341,32 +350,6 @@ def _queue(q: Queen, ns: argparse.Namespace) -> Any:
     return b.partition(ns.partition) if getattr(ns, "partition", None) is not None else b
 
 
-def _finite_float(text: str) -> float:
-    """``parse_float`` of the JSON reader: a number literal too large for a float (``1e400``)
-    is refused, where ``float()`` reads it as Infinity (refused as NaN / Infinity, or sent as
-    null with ``--nan-as-null``: a number the user wrote, silently gone)."""
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError("number %s is out of range (a JSON number must fit in a double)" % text)
-    return value
-
-
-def _loads(text: str) -> Any:
-    """``json.loads`` with :func:`_finite_float` (``NaN`` / ``Infinity`` literals still read)."""
-    return json.loads(text, parse_float=_finite_float)
-
-
-def _json_values(lines: Iterator[str]) -> Iterator[tuple]:
-    """``(line number, value)`` per non-blank line; CliError on a line that is not JSON."""
-    for n, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        try:
-            yield n, _loads(text)
-        except ValueError as exc:
-            raise CliError("stdin line %d is not JSON: %s" % (n, exc)) from None
-
-
 def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     # --batch-size >= 1: checked by its argparse type (a usage error naming the flag)
     target = _queue(q, ns)
@@ -397,12 +380,9 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
         out.rows(push(item(None, value)))
         return 0
     progress = sys.stderr.isatty()
-    pushed = 0
-    batch: List[Dict[str, Any]] = []
-    lines: List[int] = []  # the stdin line of each item of the batch
+    counted = [0]  # pushed so far (for the progress line)
 
-    def send() -> None:
-        nonlocal pushed
+    def send(batch: List[Dict[str, Any]], lines: List[int], pushed: int) -> None:
         try:
             results = push(batch)
         except QueenError as exc:
@@ -412,29 +392,30 @@ def cmd_push(q: Queen, ns: argparse.Namespace, out: Output) -> int:
             if isinstance(exc, InvalidInputError):  # still bad input: reported as such
                 raise InvalidInputError(text) from exc
             raise CliError(text) from exc
-        pushed += len(batch)
-        del batch[:]
-        del lines[:]
+        counted[0] = pushed + len(batch)
         out.rows(results)
         if progress:
-            sys.stderr.write("\rpushed %d message(s)" % pushed)
+            sys.stderr.write("\rpushed %d message(s)" % counted[0])
             sys.stderr.flush()
 
+    def parse(n: int, text: str) -> Dict[str, Any]:
+        try:
+            value = _loads(text)
+        except ValueError as exc:
+            raise CliError("stdin line %d is not JSON: %s" % (n, exc)) from None
+        return item(n, value)
+
     try:
-        for n, value in _json_values(iter(sys.stdin.readline, "")):
-            batch.append(item(n, value))
-            lines.append(n)
-            if len(batch) >= ns.batch_size:
-                send()
-        if batch:
-            send()
-    except CliError as exc:
-        if pushed and "pushed before" not in str(exc):
-            raise CliError("%s (%d message(s) were pushed before it)" % (exc, pushed)) from None
+        stopped = push_lines(StdinLines(ns.batch_size), parse, send, ns.batch_size, ns.linger_millis)
+    except (CliError, QueenError) as exc:  # a bad line, or stdin unreadable: say what was pushed before it
+        if counted[0] and "pushed before" not in str(exc):
+            raise type(exc)("%s (%d message(s) were pushed before it)" % (exc, counted[0])) from None
         raise
     finally:
-        if progress and pushed:
+        if progress and counted[0]:
             sys.stderr.write("\n")
+    if stopped is not None:  # a first SIGINT / SIGTERM: what was read was pushed; exit status 130 / 143
+        raise (KeyboardInterrupt if stopped.signum == signal.SIGINT else _Terminated)(stopped.detail)
     return 0
 
 
@@ -602,6 +583,12 @@ def _queue_not_found(name: str) -> CliError:
     return CliError("queue %r not found" % name)
 
 
+def _require_queue(q: Queen, name: str) -> None:
+    """:func:`_queue_not_found` unless the broker lists queue ``name`` (one request)."""
+    if not any(e.get("name") == name for e in q.admin.list_queues().get("queues") or []):
+        raise _queue_not_found(name)
+
+
 def cmd_queue(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     try:
         detail = dict(q.admin.get_queue_detail(ns.queue))
@@ -626,13 +613,14 @@ def cmd_groups(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     if ns.queue is not None:
         groups = [g for g in groups if g.get("queueName") == ns.queue]
         # no group: an unknown queue is an error, as for `queue` (it printed nothing, exit status 0)
-        if not groups and not any(e.get("name") == ns.queue for e in q.admin.list_queues().get("queues") or []):
-            raise _queue_not_found(ns.queue)
+        if not groups:
+            _require_queue(q, ns.queue)
     out.rows(groups)
     return 0
 
 
 def cmd_seek(q: Queen, ns: argparse.Namespace, out: Output) -> int:
+    _require_queue(q, ns.queue)  # the broker "seeks" an unknown queue: success, partitionsUpdated 0
     if ns.partition is not None:  # with --to-end only (a usage error otherwise, see main)
         out.obj(q.admin.seek_partition_to_end(ns.group, ns.queue, ns.partition))
     else:
@@ -644,7 +632,10 @@ def cmd_dlq(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     b = q.queue(ns.queue).dlq(ns.group).limit(ns.limit)
     if ns.partition is not None:
         b = b.partition(ns.partition)
-    out.rows(b.get())
+    rows = b.get()
+    if not rows:  # no row: an unknown queue is an error, as for `queue` (it printed nothing, exit status 0)
+        _require_queue(q, ns.queue)
+    out.rows(rows)
     return 0
 
 

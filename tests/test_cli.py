@@ -68,7 +68,8 @@ def test_push_json_lines_from_stdin_in_batches(cli_env: Dict[str, str], qname: s
                                                client: Queen) -> None:
     pushes = queen_broker.embedded.request_count("POST", "/api/v1/push") if queen_broker.embedded else None
     data = "".join('{"i": %d}\n' % i for i in range(250)) + "\n"  # a blank line is skipped
-    r = cli(cli_env, "push", qname, "--partition", "p", "--batch-size", "100", stdin=data)
+    # a linger far away: the three requests are the batch size's (and the end of stdin's) only
+    r = cli(cli_env, "push", qname, "--partition", "p", "--batch-size", "100", "--linger-millis", "600000", stdin=data)
     assert r.code == 0, r.err
     assert [x["status"] for x in r.lines] == ["queued"] * 250
     assert r.err == ""  # no progress line: stderr is not a terminal
@@ -658,3 +659,29 @@ def test_push_batch_size_below_one_is_a_usage_error(cli_env: Dict[str, str], qna
         assert r.code == 2 and r.out == "", r.err
         assert r.err.splitlines()[-1] == "queen-sync push: error: argument --batch-size: must be >= 1, got %s" % value
     assert client.queue(qname).batch(10).pop() == []  # nothing was sent
+
+
+def test_pop_help_says_ack_counts_what_reached_a_pipe(cli_env: Dict[str, str]) -> None:
+    # `pop --ack | head -1` acks the messages in the pipe's buffer that head never read
+    r = cli(cli_env, "pop", "--help")
+    assert r.code == 0
+    assert "with '| head -1' those head never read are acked too" in " ".join(r.out.split())
+
+
+def test_dlq_and_seek_of_an_unknown_queue_are_not_found(cli_env: Dict[str, str], qname: str, client: Queen) -> None:
+    # dlq printed nothing with exit status 0, seek printed success with partitionsUpdated 0
+    name = "nope-%s" % qname
+    for args in (["dlq", name], ["dlq", name, "--group", "g", "--partition", "p"], ["seek", "g", name, "--to-end"],
+                 ["seek", "g", name, "--to-end", "--partition", "p"],
+                 ["seek", "g", name, "--timestamp", "2020-01-01T00:00:00Z"]):
+        r = cli(cli_env, *args)
+        assert r.code == 1 and r.out == "" and r.err == "queen-sync: error: queue %r not found\n" % name, (args, r.err)
+    assert name not in [e["name"] for e in client.admin.list_queues()["queues"]]  # the seek created nothing
+    client.queue(qname).partition("p").push([{"data": {"n": 0}}])  # a known queue: no rows, no error
+    r = cli(cli_env, "dlq", qname)
+    assert r.code == 0 and r.out == "", r.err
+    r = cli(cli_env, "dlq", qname, "--pretty")
+    assert r.code == 0 and r.out == "(none)\n", r.err
+    r = cli(cli_env, "seek", "g", qname, "--to-end")
+    assert r.code == 0 and r.lines[0]["success"] is True, r.err
+    assert client.queue(qname).group("g").batch(5).pop() == []  # sought to the end
