@@ -4,6 +4,7 @@ sink partition names, bad event times, poison messages, a pop outage's log lines
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 
@@ -167,3 +168,41 @@ def test_key_by_after_the_window_keys_the_window_as_in_the_official_sdk():
     assert sorted((p["key"], p["count"]) for p in broker.sink_payloads()) == [("a", 3), ("b", 1)]
     with pytest.raises(InvalidInputError, match="before reduce"):
         Stream.from_(FakeSource(broker)).window_tumbling(seconds=1).aggregate({"count": lambda v: 1}).key_by(str).compile()
+
+
+def test_an_idle_flush_outage_logs_one_warning_and_one_info(caplog):
+    # as the pop's: the first failed flush at WARNING, the next ones at DEBUG, one INFO when
+    # a flush works again; each failure still counted and passed to on_error
+    broker = FakeBroker()
+    real_request = broker.request
+    failures = []
+    outage = threading.Event()
+    outage.set()
+
+    def request(method, path, *, body=None, **kw):
+        # the idle flush's state reads only (they carry ripe_at_or_before): the cycle's work
+        if outage.is_set() and path == "/streams/v1/state/get" and "ripe_at_or_before" in json.loads(body):
+            failures.append(1)
+            raise QueenConnectionError("broker unreachable")
+        return real_request(method, path, body=body, **kw)
+
+    broker.request = request  # type: ignore[method-assign]
+    seen = []
+    caplog.set_level(logging.DEBUG, logger="queen_sync.streams")
+    r = (Stream.from_(FakeSource(broker)).window_tumbling(seconds=1, idle_flush_ms=30)
+         .aggregate({"count": lambda v: 1}).to({"queueName": "o"})
+         .run("qfo", max_wait_millis=10, on_error=lambda e, ctx: seen.append(ctx["phase"])))
+    with r:
+        broker.push("A", {"x": 1})
+        wait_for(lambda: len(failures) >= 3, what="3 failed idle flushes")
+        outage.clear()
+        wait_for(lambda: r.metrics()["flushCyclesTotal"] == 1, timeout_s=10, what="the window flushed")
+    assert r.metrics()["messagesTotal"] == 1
+    n = len(failures)
+    flushes = [rec for rec in caplog.records if "flush failed" in rec.getMessage()]
+    assert [rec.levelno for rec in flushes] == [logging.WARNING] + [logging.DEBUG] * (n - 1)
+    again = [rec for rec in caplog.records if "idle flush works again" in rec.getMessage()]
+    assert len(again) == 1 and again[0].levelno == logging.INFO
+    assert ("after %d failed idle flushes" % n) in again[0].getMessage()
+    assert r.metrics()["errorsTotal"] == n and seen == ["flush"] * n
+    assert broker.sink_payloads() == [{"count": 1}]

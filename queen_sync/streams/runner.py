@@ -67,6 +67,29 @@ _EMPTY_POP_PAUSE = 0.1
 _POP_ERROR_PAUSE = 0.5
 
 
+class _OutageLog:
+    """The log level of a run of failures of one kind (pops, idle flushes): the first one
+    at WARNING, the rest at DEBUG, and one INFO line when it works again; so an outage logs
+    two lines, not one per attempt (each failure is still counted and passed to on_error)."""
+
+    __slots__ = ("what", "failed")
+
+    def __init__(self, what: str) -> None:
+        self.what = what  # plural noun of the log line: "pops", "idle flushes"
+        self.failed = 0  # failures in a row
+
+    def failure(self) -> int:
+        """Count a failure; returns the level to log it at."""
+        self.failed += 1
+        return logging.WARNING if self.failed == 1 else logging.DEBUG
+
+    def success(self, query: str, again: str) -> None:
+        """It worked: after failures, log their end once (INFO)."""
+        if self.failed:
+            _log.info("stream query %r: %s works again after %d failed %s", query, again, self.failed, self.what)
+            self.failed = 0
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -210,6 +233,8 @@ class StreamRunner:
         self._threads: List[threading.Thread] = []
         self._finisher: Optional[threading.Thread] = None  # completes a stop asked from a user function
         self._pool: Optional[ThreadPoolExecutor] = None
+        # idle flushes failed in a row (as the pop's: one WARNING per outage, one INFO at its end)
+        self._flush_outage = _OutageLog("idle flushes")
         self._stats: Dict[str, Any] = {
             "cyclesTotal": 0, "flushCyclesTotal": 0, "messagesTotal": 0, "pushItemsTotal": 0,
             "stateOpsTotal": 0, "lateEventsTotal": 0, "errorsTotal": 0, "gateAllowsTotal": 0,
@@ -434,7 +459,7 @@ class StreamRunner:
     # pop loop --------------------------------------------------------------------------
 
     def _pop_loop(self) -> None:
-        failed = 0  # pops failed in a row: an outage logs one WARNING, its end one INFO
+        outage = _OutageLog("pops")  # an outage logs one WARNING, its end one INFO
         try:
             while not self._stop_event.is_set():
                 with self._lock:
@@ -448,13 +473,10 @@ class StreamRunner:
                     self._request_stop("closed")
                     break
                 except Exception as err:
-                    self._report(err, {"phase": "pop"}, logging.WARNING if not failed else logging.DEBUG)
-                    failed += 1
+                    self._report(err, {"phase": "pop"}, outage.failure())
                     self._stop_event.wait(_POP_ERROR_PAUSE)
                     continue
-                if failed:
-                    _log.info("stream query %r: pop works again after %d failed pops", self._query, failed)
-                    failed = 0
+                outage.success(self._query, "pop")
                 if not msgs:
                     self._stop_event.wait(_EMPTY_POP_PAUSE)
                     continue
@@ -678,28 +700,34 @@ class StreamRunner:
             if not p.lock.acquire(blocking=False):
                 continue  # a cycle holds the partition: the next tick flushes it
             try:
-                self._flush_partition(p)
+                if self._flush_partition(p):
+                    self._flush_outage.success(self._query, "idle flush")
             except Exception as err:
-                self._report(err, {"phase": "flush", "partition": p.pid})
+                self._report(err, {"phase": "flush", "partition": p.pid}, self._flush_outage.failure())
             finally:
                 p.lock.release()
         with self._lock:
             self._stats["lastFlushAt"] = _now_iso()
 
-    def _flush_partition(self, p: _Partition) -> None:
+    def _flush_partition(self, p: _Partition) -> bool:
+        """Flush one idle partition. Returns False when a foreach or the commit failed (each
+        reported where it failed), True otherwise (also when nothing was ripe); an error of
+        the state read or of a user function raises."""
         plan = self._plan
         clock = p.watermark if plan.window.event_time_fn is not None else _now_ms()
         req = flush_request(plan, clock)
         if req is None or clock is None:
-            return
+            return True
         rows = wire.get_state(self._requester, query_id=self._server_id or "", partition_id=p.pid,
                               key_prefix=req.get("key_prefix"), ripe_at_or_before=req.get("ripe_at_or_before"),
                               query=self._query)
         if not rows:
-            return
+            return True
         work = process_flush(plan, self._query, p.pid, p.name, rows, clock)
-        if not work.commit or not self._effects(work, p):
-            return
-        if self._commit(p, work, self._opts.consumer_group) is not None:
-            with self._lock:
-                self._stats["flushCyclesTotal"] += 1
+        if not work.commit:
+            return True
+        if not self._effects(work, p) or self._commit(p, work, self._opts.consumer_group) is None:
+            return False
+        with self._lock:
+            self._stats["flushCyclesTotal"] += 1
+        return True
