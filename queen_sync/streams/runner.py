@@ -45,7 +45,7 @@ from ..wire import streams as wire
 from . import _binding
 from .._callables import check_arity
 from ._partition_locks import partition_lock
-from .processor import CycleWork, flush_request, needs_state, process_batch, process_flush
+from .processor import CycleWork, Stage, flush_request, needs_state, process_batch, process_flush
 
 __all__ = ["MAX_BATCH_SIZE", "MAX_PARTITIONS", "RunOptions", "StreamRunner", "stop_runners_for", "running_runners"]
 
@@ -574,13 +574,14 @@ class StreamRunner:
     def _cycle(self, p: _Partition, g: Dict[str, Any]) -> None:
         plan = self._plan
         p.held = None  # a new batch of this partition: the previous lease is gone
+        stage = Stage()  # "cycle", or the stage that raised: "gate-eval", "window-apply"
         try:
             loaded = (wire.get_state(self._requester, query_id=self._server_id or "", partition_id=p.pid, query=self._query)
                       if needs_state(plan) else {})
             work = process_batch(plan, self._query, p.pid, p.name, g["lease"], g["messages"], loaded, _now_ms(),
-                                 p.watermark)
+                                 p.watermark, stage)
         except Exception as err:
-            self._report(err, {"phase": "cycle", "partition": p.pid})
+            self._report(err, {"phase": stage.phase, "partition": p.pid})
             return
         for exc, phase in work.errors:
             self._report(exc, {"phase": phase, "partition": p.pid})
@@ -592,7 +593,7 @@ class StreamRunner:
             return
         if not self._effects(work, p):
             return
-        outcome = self._commit(p, work, g["group"])
+        outcome = self._commit(p, work, g["group"], "cycle")
         if outcome is None:
             return
         with self._lock:
@@ -619,13 +620,14 @@ class StreamRunner:
             return False
         return True
 
-    def _commit(self, p: _Partition, work: CycleWork, group: Optional[str]) -> Optional[str]:
+    def _commit(self, p: _Partition, work: CycleWork, group: Optional[str], phase: str) -> Optional[str]:
         """Send the cycle, resending the same body while its outcome is unknown (a lost
         reply, a 5xx): with a growing pause (0.1 s doubling, at most 2 s) until the broker
         answers, reported once after :data:`_RESENDS` resends; given up after those only
         when the runner is stopping. Returns ``"committed"``, ``"maybe"`` (a resend refused
         for its lease: the first copy most likely committed, or the lease expired) or None
-        (refused, or given up while stopping: nothing applied, or unknown)."""
+        (refused, or given up while stopping: nothing applied, or unknown). Its errors are
+        reported under ``phase`` (``"cycle"``, or ``"flush"`` for an idle flush's)."""
         attempt = 0
         while True:
             try:
@@ -642,30 +644,30 @@ class StreamRunner:
                     _log.info("stream query %r: resent cycle on partition %s refused for its lease: the first "
                               "copy committed (or the lease expired); state is re-read", self._query, p.pid)
                     return "maybe"
-                self._report(err, {"phase": "cycle", "partition": p.pid})
+                self._report(err, {"phase": phase, "partition": p.pid})
                 return None
             except (QueenConnectionError, QueenHTTPError) as err:
                 if isinstance(err, QueenHTTPError) and not (err.status is not None and err.status >= 500):
-                    self._report(err, {"phase": "cycle", "partition": p.pid})
+                    self._report(err, {"phase": phase, "partition": p.pid})
                     return None
                 attempt += 1
                 p.watermark = None
                 if attempt > _RESENDS and self._stop_event.is_set():
                     # stopping: abandon; if no copy committed, the lease expiry brings the batch back
                     self._count(maybeCommittedTotal=1)
-                    self._report(err, {"phase": "cycle", "partition": p.pid})
+                    self._report(err, {"phase": phase, "partition": p.pid})
                     return None
                 if attempt == _RESENDS + 1:
                     # still unknown: resending until the broker answers (a resend refused for its
                     # lease once the lease expired ends it too). Giving up here left the batch
                     # unacked until its lease expired (5 min by default) when no copy had
                     # committed, and uncounted when one had.
-                    self._report(err, {"phase": "cycle", "partition": p.pid})
+                    self._report(err, {"phase": phase, "partition": p.pid})
                 self._count(resendsTotal=1)
                 time.sleep(min(2.0, 0.1 * (2 ** min(attempt - 1, 5))))
                 continue
             except ClientClosedError as err:
-                self._report(err, {"phase": "cycle", "partition": p.pid})
+                self._report(err, {"phase": phase, "partition": p.pid})
                 self._request_stop("closed")
                 return None
             dup = sum(1 for r in doc.get("push_results") or () if isinstance(r, dict) and r.get("status") == "duplicate")
@@ -726,7 +728,7 @@ class StreamRunner:
         work = process_flush(plan, self._query, p.pid, p.name, rows, clock)
         if not work.commit:
             return True
-        if not self._effects(work, p) or self._commit(p, work, self._opts.consumer_group) is None:
+        if not self._effects(work, p) or self._commit(p, work, self._opts.consumer_group, "flush") is None:
             return False
         with self._lock:
             self._stats["flushCyclesTotal"] += 1
