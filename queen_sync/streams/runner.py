@@ -173,11 +173,14 @@ _REGISTRY_LOCK = threading.Lock()
 
 
 def running_runners(client: Any = None) -> List["StreamRunner"]:
-    """The runners of this process still running (of ``client`` only, when given)."""
+    """The runners of this process started and not asked to stop (of ``client`` only, when
+    given): what :meth:`Queen.running_consumers` lists, and ``Queen.close()`` stops. A runner
+    asked to stop leaves this list at once, while its :attr:`~StreamRunner.is_running` stays
+    True until its cycles in flight have ended."""
     with _REGISTRY_LOCK:
         runners = list(_REGISTRY)
     owner = None if client is None else _binding.owner_of(client)
-    return [r for r in runners if r.is_running and (owner is None or r._session is owner)]
+    return [r for r in runners if r._active() and (owner is None or r._session is owner)]
 
 
 def stop_runners_for(client: Any, timeout_millis: int) -> int:
@@ -301,7 +304,27 @@ class StreamRunner:
 
     @property
     def is_running(self) -> bool:
-        """True from start until stop() (False in a forked child)."""
+        """True from start until the runner has stopped: once a stop was asked, it stays True
+        while a cycle or an idle flush is still running (a user function that has not
+        returned, a commit), the pop in flight has not returned, or the background
+        completion of a stop called from a user function has not ended: after a
+        :meth:`stop` that returned False for its timeout, or one called from a user
+        function. False before start, once all that ended, and in a forked child."""
+        if not self._started or self._pid != os.getpid():
+            return False
+        if not self._stop_event.is_set():
+            return True
+        if self._stopped_event.is_set():
+            return False
+        with self._lock:
+            if self._inflight > 0:
+                return True
+            finisher = self._finisher
+        busy = self._threads + ([finisher] if finisher is not None else [])
+        return any(t.is_alive() for t in busy)
+
+    def _active(self) -> bool:
+        """Started, in this process, and no stop asked for yet."""
         return self._started and not self._stop_event.is_set() and self._pid == os.getpid()
 
     def describe(self) -> Dict[str, Any]:
