@@ -4,6 +4,7 @@ sink partition names, bad event times, poison messages, a pop outage's log lines
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 
@@ -11,7 +12,7 @@ import pytest
 from _helpers import wait_for
 from _streams_fake import FakeBroker, FakeSource
 
-from queen_sync.errors import InvalidInputError, QueenConnectionError
+from queen_sync.errors import InvalidInputError, QueenConnectionError, QueenHTTPError
 from queen_sync.streams import Stream
 
 T0 = 1796115000000
@@ -69,7 +70,8 @@ def test_bad_event_time_is_an_error_of_the_user_function(bad):
     with r:
         wait_for(lambda: seen, what="on_error")
     exc, phase = seen[0]
-    assert type(exc) is InvalidInputError and phase == "cycle" and "event_time returned" in str(exc)
+    # the official SDK's phase of placing an event in its windows
+    assert type(exc) is InvalidInputError and phase == "window-apply" and "event_time returned" in str(exc)
     assert not _cycles(broker)
     assert r.metrics()["messagesTotal"] == 0 and r.metrics()["errorsTotal"] >= 1
 
@@ -167,3 +169,93 @@ def test_key_by_after_the_window_keys_the_window_as_in_the_official_sdk():
     assert sorted((p["key"], p["count"]) for p in broker.sink_payloads()) == [("a", 3), ("b", 1)]
     with pytest.raises(InvalidInputError, match="before reduce"):
         Stream.from_(FakeSource(broker)).window_tumbling(seconds=1).aggregate({"count": lambda v: 1}).key_by(str).compile()
+
+
+def test_an_idle_flush_outage_logs_one_warning_and_one_info(caplog):
+    # as the pop's: the first failed flush at WARNING, the next ones at DEBUG, one INFO when
+    # a flush works again; each failure still counted and passed to on_error
+    broker = FakeBroker()
+    real_request = broker.request
+    failures = []
+    outage = threading.Event()
+    outage.set()
+
+    def request(method, path, *, body=None, **kw):
+        # the idle flush's state reads only (they carry ripe_at_or_before): the cycle's work
+        if outage.is_set() and path == "/streams/v1/state/get" and "ripe_at_or_before" in json.loads(body):
+            failures.append(1)
+            raise QueenConnectionError("broker unreachable")
+        return real_request(method, path, body=body, **kw)
+
+    broker.request = request  # type: ignore[method-assign]
+    seen = []
+    caplog.set_level(logging.DEBUG, logger="queen_sync.streams")
+    r = (Stream.from_(FakeSource(broker)).window_tumbling(seconds=1, idle_flush_ms=30)
+         .aggregate({"count": lambda v: 1}).to({"queueName": "o"})
+         .run("qfo", max_wait_millis=10, on_error=lambda e, ctx: seen.append(ctx["phase"])))
+    with r:
+        broker.push("A", {"x": 1})
+        wait_for(lambda: len(failures) >= 3, what="3 failed idle flushes")
+        outage.clear()
+        wait_for(lambda: r.metrics()["flushCyclesTotal"] == 1, timeout_s=10, what="the window flushed")
+    assert r.metrics()["messagesTotal"] == 1
+    n = len(failures)
+    flushes = [rec for rec in caplog.records if "flush failed" in rec.getMessage()]
+    assert [rec.levelno for rec in flushes] == [logging.WARNING] + [logging.DEBUG] * (n - 1)
+    again = [rec for rec in caplog.records if "idle flush works again" in rec.getMessage()]
+    assert len(again) == 1 and again[0].levelno == logging.INFO
+    assert ("after %d failed idle flushes" % n) in again[0].getMessage()
+    assert r.metrics()["errorsTotal"] == n and seen == ["flush"] * n
+    assert broker.sink_payloads() == [{"count": 1}]
+
+
+def test_on_error_phases_match_the_official_sdks():
+    # a gate that raises: "gate-eval"; an event_time that raises: "window-apply"; another
+    # user function: "cycle"; a refused idle-flush commit: "flush" (as the official SDK)
+    def gate(v, ctx):
+        raise ValueError("gate bug")
+
+    def event_time(m):
+        raise ValueError("event_time bug")
+
+    cases = [
+        (lambda s: s.gate(gate), "gate-eval", "gate bug"),
+        (lambda s: s.window_tumbling(seconds=1, idle_flush_ms=0, event_time=event_time).aggregate({"n": lambda v: 1}),
+         "window-apply", "event_time bug"),
+        (lambda s: s.window_tumbling(seconds=1, idle_flush_ms=0).reduce(lambda a, v: 1 / 0, 0), "cycle", "division"),
+        (lambda s: s.map(lambda m: 1 / 0), "cycle", "division"),
+    ]
+    for i, (chain, phase, text) in enumerate(cases):
+        broker = FakeBroker()
+        broker.push("A", {"x": 1})
+        seen = []
+        r = chain(Stream.from_(FakeSource(broker))).to({"queueName": "o"}).run(
+            "qph%d" % i, max_wait_millis=10, on_error=lambda e, ctx: seen.append((ctx["phase"], str(e), ctx.get("partition"))))
+        with r:
+            wait_for(lambda: seen, what="on_error")
+        assert seen[0][0] == phase and text in seen[0][1] and seen[0][2], (i, seen[0])
+        assert not _cycles(broker)
+
+
+def test_a_refused_idle_flush_commit_is_reported_as_phase_flush():
+    broker = FakeBroker()
+    real_request = broker.request
+    refuse = threading.Event()
+    refuse.set()
+
+    def request(method, path, *, body=None, **kw):
+        if refuse.is_set() and path == "/streams/v1/cycle" and not json.loads(body)["ack"]:
+            refuse.clear()
+            raise QueenHTTPError("400 bad request", status=400)
+        return real_request(method, path, body=body, **kw)
+
+    broker.request = request  # type: ignore[method-assign]
+    seen = []
+    r = (Stream.from_(FakeSource(broker)).window_tumbling(seconds=1, idle_flush_ms=30)
+         .aggregate({"count": lambda v: 1}).to({"queueName": "o"})
+         .run("qphf", max_wait_millis=10, on_error=lambda e, ctx: seen.append(ctx["phase"])))
+    with r:
+        broker.push("A", {"x": 1})  # the first flush's commit (a cycle without ack) is refused
+        wait_for(lambda: seen, timeout_s=10, what="the refused flush")
+        wait_for(lambda: r.metrics()["flushCyclesTotal"] == 1, timeout_s=10, what="the next flush")
+    assert seen == ["flush"] and broker.sink_payloads() == [{"count": 1}]

@@ -130,6 +130,28 @@ def test_post_map_returning_none_is_filtered_out():
     assert [it["payload"] for it in w.push_items] == [{"alert": 20}]
 
 
+def test_pre_filter_gets_the_message_and_a_none_value_falls_back_to_it_for_the_reducer():
+    # docs/streams.md: a pre filter gets the source message, not the value a map before it
+    # returned, and a None value is replaced by the whole source message for the reducer
+    seen_by_filter, folded = [], []
+
+    def parse(m):
+        return m["data"]["n"] if isinstance(m["data"].get("n"), int) else None
+
+    msgs = [msg(1, T0, {"n": 1}), msg(2, T0 + 10, {"n": "bad"}), msg(3, T0 + 2000, {"n": 0})]
+    plan = (Stream.from_(Q("s")).map(parse).filter(lambda m: seen_by_filter.append(m) or m is not None)
+            .window_tumbling(seconds=1).reduce(lambda a, v: folded.append(v) or a, 0).to(Q("o")).compile())
+    _run(plan, msgs)
+    assert seen_by_filter == msgs  # the messages, never the parsed value (nor None)
+    assert folded[:2] == [1, msgs[1]]  # the poison message's None became the message itself
+    # the advice of docs/streams.md: filter with the same test, then map
+    folded.clear()
+    plan = (Stream.from_(Q("s")).filter(lambda m: parse(m) is not None).map(parse)
+            .window_tumbling(seconds=1).reduce(lambda a, v: folded.append(v) or a + v, 0).to(Q("o")).compile())
+    w = _run(plan, msgs)
+    assert folded == [1, 0] and [it["payload"] for it in w.push_items] == [{"value": 1}]
+
+
 def test_foreach_effects_get_value_and_ctx():
     plan = Stream.from_(Q("s")).map(lambda m: m["data"]).foreach(lambda v: None).compile()
     w = _run(plan, [msg(1, T0, {"a": 1})])

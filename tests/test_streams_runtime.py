@@ -206,7 +206,8 @@ def test_stop_releases_queued_batches_and_restart_resumes_exactly():
     wait_for(lambda: r1._inflight == 3, what="three batches in flight")
     stopper = threading.Thread(target=r1.stop, args=(10000,))
     stopper.start()
-    wait_for(lambda: not r1.is_running, what="stop requested")
+    wait_for(lambda: r1.metrics()["stopReason"] == "stopped", what="stop requested")
+    assert r1.is_running  # A's cycle is still in the extractor
     gate.set()
     stopper.join(15)
     assert not stopper.is_alive() and r1.join(0)
@@ -324,9 +325,37 @@ def test_stop_from_inside_a_gate_completes_by_itself_after_the_cycle():
     broker.push("A", {"n": 1})
     broker.push("A", {"n": 2})
     wait_for(lambda: "stopped" in holder, what="the gate to deny")
-    assert holder["stopped"] is False and not r.is_running
+    assert holder["stopped"] is False
+    wait_for(lambda: not r.is_running, what="the cycle and the stop to end")
     wait_for(lambda: r.metrics()["releasedTotal"] == 1, what="the held message to be released")
     wait_for(lambda: r.describe()["threads"] == 0, what="every thread of the runner to end")
     assert r.join(0) is True and r.stop(0) is True
     assert broker.sink_payloads() == [{"n": 1}]  # the cycle in flight committed its allowed prefix
     assert r.metrics()["stopReason"] == "stopped" and r not in running_runners()
+
+
+def test_is_running_stays_true_until_the_cycle_in_flight_ended():
+    # stop(timeout_millis) returning False while a worker is inside a user function: the
+    # runner is still running (and listed) until that cycle ended, then it is not
+    broker = FakeBroker()
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(m):
+        entered.set()
+        release.wait(10)
+        return m["data"]
+
+    r = Stream.from_(FakeSource(broker)).map(slow).to({"queueName": "o"}).run("q13", max_wait_millis=10)
+    try:
+        broker.push("A", {"x": 1})
+        assert entered.wait(5)
+        assert r.stop(timeout_millis=200) is False
+        assert r.is_running and r.metrics()["running"] is True
+        assert r not in running_runners()  # Queen.running_consumers(): listed until a stop is asked
+        assert "running" in repr(r)
+    finally:
+        release.set()
+    wait_for(lambda: not r.is_running, what="the cycle to end")
+    assert r.metrics()["running"] is False and r not in running_runners()
+    assert r.join(1000) is True and r.stop(0) is True
+    assert broker.sink_payloads() == [{"x": 1}]  # the cycle in flight committed

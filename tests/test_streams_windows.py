@@ -222,3 +222,14 @@ def test_idle_flush_ms_must_be_an_int_not_a_float_or_bool(call, bad):
         getattr(s, call)(idleFlushMs=bad, **shape)
     w = getattr(s, call)(idle_flush_ms=1, **shape).operators[0]
     assert w.idle_flush_ms == 1 and w.config["idleFlushMs"] == 1
+
+
+def test_float_durations_as_docs_streams_md_says():
+    # int(seconds * 1000), truncated as the official SDK does: 2.01 s is a 2009 ms window
+    tumbling = Stream.from_(Q("s")).window_tumbling(seconds=2.01).reduce(lambda a, v: a, 0).to(Q("o")).compile()
+    assert tumbling.window.window_ms == 2009
+    # the sliding check is size % slide on the floats as given
+    with pytest.raises(InvalidInputError, match="whole multiple"):
+        Stream.from_(Q("s")).window_sliding(size=0.3, slide=0.1)
+    sliding = Stream.from_(Q("s")).window_sliding(size=0.375, slide=0.125).reduce(lambda a, v: a, 0).to(Q("o")).compile()
+    assert (sliding.window.size_ms, sliding.window.slide_ms) == (375, 125)

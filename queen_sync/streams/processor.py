@@ -19,7 +19,19 @@ from .gates import evaluate_gate
 from .state import SEP, WATERMARK_KEY, parse_iso_ms, sink_transaction_id
 from .windows import SessionWindow, WindowEmit, WindowEntry, fold_windows, ripe_emits, run_sessions
 
-__all__ = ["Record", "CycleWork", "needs_state", "process_batch", "flush_request", "process_flush"]
+__all__ = ["Record", "CycleWork", "Stage", "needs_state", "process_batch", "flush_request", "process_flush"]
+
+
+class Stage:
+    """Where :func:`process_batch` is, for the ``on_error`` phase of an error it raises:
+    ``"gate-eval"`` while the gate decides (its function, a helper's ``cost_fn``),
+    ``"window-apply"`` while an event is placed in its windows (``event_time``), else
+    ``"cycle"`` (the official SDK's phase names)."""
+
+    __slots__ = ("phase",)
+
+    def __init__(self) -> None:
+        self.phase = "cycle"
 
 
 class Record:
@@ -159,6 +171,7 @@ def process_batch(
     loaded: Dict[str, Any],
     now_ms: int,
     watermark: Optional[float] = None,
+    stage: Optional[Stage] = None,
 ) -> CycleWork:
     """The cycle for one partition's batch (``messages`` in the order popped).
 
@@ -172,8 +185,10 @@ def process_batch(
 
     User callables that raise propagate (the runner abandons the cycle), and so do their
     errors: a ``key_by`` key containing U+001F in a chain with a window (InvalidInputError).
+    ``stage`` (optional) then says which stage raised (its ``phase``).
     """
     work = CycleWork()
+    stage = stage if stage is not None else Stage()
     # the partition's order as popped (its cursor order): the ack of the last one then covers
     # exactly the batch (0.15 re-sorts by createdAt first, so a createdAt out of cursor order
     # would make it ack a message before the end of the batch and get the rest again)
@@ -181,11 +196,13 @@ def process_batch(
     records = _pre(plan, ordered, partition_id)
     last = ordered[-1]
     if plan.gate is not None:
-        return _gate_batch(plan, work, query, partition_id, partition_name, lease_id, ordered, records, loaded, now_ms)
+        return _gate_batch(plan, work, query, partition_id, partition_name, lease_id, ordered, records, loaded, now_ms,
+                           stage)
     if plan.window is None:
         _emit(plan, work, query, _record_emits(records, partition_id), partition_name, partition_id)
     else:
-        _window_batch(plan, work, query, partition_id, partition_name, ordered, records, loaded, now_ms, watermark)
+        _window_batch(plan, work, query, partition_id, partition_name, ordered, records, loaded, now_ms, watermark,
+                      stage)
     work.ack = _ack(last, lease_id, len(ordered))
     work.acked = len(ordered)
     return work
@@ -193,7 +210,7 @@ def process_batch(
 
 def _window_batch(plan: Any, work: CycleWork, query: str, partition_id: str, partition_name: Optional[str],
                   ordered: List[Dict[str, Any]], records: List[Record], loaded: Dict[str, Any], now_ms: int,
-                  watermark: Optional[float]) -> None:
+                  watermark: Optional[float], stage: Stage) -> None:
     window = plan.window
     event_time = window.event_time_fn is not None
     # a window without a reducer keeps no state and, as in the official SDK, no watermark:
@@ -208,6 +225,7 @@ def _window_batch(plan: Any, work: CycleWork, query: str, partition_id: str, par
     entries: List[WindowEntry] = []
     passthrough: List[Tuple[Record, int]] = []
     max_seen = -math.inf
+    stage.phase = "window-apply"  # placing the events in their windows: event_time, windows_of
     for r in records:
         # an event_time that raises or returns a bad value abandons the cycle, as any user
         # function that raises (0.15 reports and skips the record: the message is acked, lost)
@@ -231,6 +249,7 @@ def _window_batch(plan: Any, work: CycleWork, query: str, partition_id: str, par
         else:
             for start, end in window.windows_of(ts):
                 entries.append(WindowEntry(r.key, start, end, value, r.src))
+    stage.phase = "cycle"
     clock: Optional[float] = None
     if watermarked:
         base = watermark if watermark is not None else -math.inf
@@ -264,10 +283,12 @@ def _int_if_whole(v: float) -> Any:
 
 def _gate_batch(plan: Any, work: CycleWork, query: str, partition_id: str, partition_name: Optional[str],
                 lease_id: Optional[str], ordered: List[Dict[str, Any]], records: List[Record], loaded: Dict[str, Any],
-                now_ms: int) -> CycleWork:
+                now_ms: int, stage: Stage) -> CycleWork:
     # whole messages only: a message whose records were partly allowed comes back whole (the
     # gate undoes its state changes; it is called once per record, never twice)
+    stage.phase = "gate-eval"
     allowed, live, touched = evaluate_gate(plan.gate, records, loaded, now_ms, partition_id, partition_name)
+    stage.phase = "cycle"
     n_msgs = len(ordered) if allowed == len(records) else records[allowed].pos
     work.gate_allows = allowed
     work.gate_denials = len(records) - allowed

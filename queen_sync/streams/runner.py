@@ -45,7 +45,7 @@ from ..wire import streams as wire
 from . import _binding
 from .._callables import check_arity
 from ._partition_locks import partition_lock
-from .processor import CycleWork, flush_request, needs_state, process_batch, process_flush
+from .processor import CycleWork, Stage, flush_request, needs_state, process_batch, process_flush
 
 __all__ = ["MAX_BATCH_SIZE", "MAX_PARTITIONS", "RunOptions", "StreamRunner", "stop_runners_for", "running_runners"]
 
@@ -65,6 +65,29 @@ _RECENT_MILLIS = 5 * 60 * 1000
 _RESENDS = 4
 _EMPTY_POP_PAUSE = 0.1
 _POP_ERROR_PAUSE = 0.5
+
+
+class _OutageLog:
+    """The log level of a run of failures of one kind (pops, idle flushes): the first one
+    at WARNING, the rest at DEBUG, and one INFO line when it works again; so an outage logs
+    two lines, not one per attempt (each failure is still counted and passed to on_error)."""
+
+    __slots__ = ("what", "failed")
+
+    def __init__(self, what: str) -> None:
+        self.what = what  # plural noun of the log line: "pops", "idle flushes"
+        self.failed = 0  # failures in a row
+
+    def failure(self) -> int:
+        """Count a failure; returns the level to log it at."""
+        self.failed += 1
+        return logging.WARNING if self.failed == 1 else logging.DEBUG
+
+    def success(self, query: str, again: str) -> None:
+        """It worked: after failures, log their end once (INFO)."""
+        if self.failed:
+            _log.info("stream query %r: %s works again after %d failed %s", query, again, self.failed, self.what)
+            self.failed = 0
 
 
 def _now_ms() -> int:
@@ -150,11 +173,14 @@ _REGISTRY_LOCK = threading.Lock()
 
 
 def running_runners(client: Any = None) -> List["StreamRunner"]:
-    """The runners of this process still running (of ``client`` only, when given)."""
+    """The runners of this process started and not asked to stop (of ``client`` only, when
+    given): what :meth:`Queen.running_consumers` lists, and ``Queen.close()`` stops. A runner
+    asked to stop leaves this list at once, while its :attr:`~StreamRunner.is_running` stays
+    True until its cycles in flight have ended."""
     with _REGISTRY_LOCK:
         runners = list(_REGISTRY)
     owner = None if client is None else _binding.owner_of(client)
-    return [r for r in runners if r.is_running and (owner is None or r._session is owner)]
+    return [r for r in runners if r._active() and (owner is None or r._session is owner)]
 
 
 def stop_runners_for(client: Any, timeout_millis: int) -> int:
@@ -210,6 +236,8 @@ class StreamRunner:
         self._threads: List[threading.Thread] = []
         self._finisher: Optional[threading.Thread] = None  # completes a stop asked from a user function
         self._pool: Optional[ThreadPoolExecutor] = None
+        # idle flushes failed in a row (as the pop's: one WARNING per outage, one INFO at its end)
+        self._flush_outage = _OutageLog("idle flushes")
         self._stats: Dict[str, Any] = {
             "cyclesTotal": 0, "flushCyclesTotal": 0, "messagesTotal": 0, "pushItemsTotal": 0,
             "stateOpsTotal": 0, "lateEventsTotal": 0, "errorsTotal": 0, "gateAllowsTotal": 0,
@@ -276,7 +304,27 @@ class StreamRunner:
 
     @property
     def is_running(self) -> bool:
-        """True from start until stop() (False in a forked child)."""
+        """True from start until the runner has stopped: once a stop was asked, it stays True
+        while a cycle or an idle flush is still running (a user function that has not
+        returned, a commit), the pop in flight has not returned, or the background
+        completion of a stop called from a user function has not ended: after a
+        :meth:`stop` that returned False for its timeout, or one called from a user
+        function. False before start, once all that ended, and in a forked child."""
+        if not self._started or self._pid != os.getpid():
+            return False
+        if not self._stop_event.is_set():
+            return True
+        if self._stopped_event.is_set():
+            return False
+        with self._lock:
+            if self._inflight > 0:
+                return True
+            finisher = self._finisher
+        busy = self._threads + ([finisher] if finisher is not None else [])
+        return any(t.is_alive() for t in busy)
+
+    def _active(self) -> bool:
+        """Started, in this process, and no stop asked for yet."""
         return self._started and not self._stop_event.is_set() and self._pid == os.getpid()
 
     def describe(self) -> Dict[str, Any]:
@@ -434,7 +482,7 @@ class StreamRunner:
     # pop loop --------------------------------------------------------------------------
 
     def _pop_loop(self) -> None:
-        failed = 0  # pops failed in a row: an outage logs one WARNING, its end one INFO
+        outage = _OutageLog("pops")  # an outage logs one WARNING, its end one INFO
         try:
             while not self._stop_event.is_set():
                 with self._lock:
@@ -448,13 +496,10 @@ class StreamRunner:
                     self._request_stop("closed")
                     break
                 except Exception as err:
-                    self._report(err, {"phase": "pop"}, logging.WARNING if not failed else logging.DEBUG)
-                    failed += 1
+                    self._report(err, {"phase": "pop"}, outage.failure())
                     self._stop_event.wait(_POP_ERROR_PAUSE)
                     continue
-                if failed:
-                    _log.info("stream query %r: pop works again after %d failed pops", self._query, failed)
-                    failed = 0
+                outage.success(self._query, "pop")
                 if not msgs:
                     self._stop_event.wait(_EMPTY_POP_PAUSE)
                     continue
@@ -552,13 +597,14 @@ class StreamRunner:
     def _cycle(self, p: _Partition, g: Dict[str, Any]) -> None:
         plan = self._plan
         p.held = None  # a new batch of this partition: the previous lease is gone
+        stage = Stage()  # "cycle", or the stage that raised: "gate-eval", "window-apply"
         try:
             loaded = (wire.get_state(self._requester, query_id=self._server_id or "", partition_id=p.pid, query=self._query)
                       if needs_state(plan) else {})
             work = process_batch(plan, self._query, p.pid, p.name, g["lease"], g["messages"], loaded, _now_ms(),
-                                 p.watermark)
+                                 p.watermark, stage)
         except Exception as err:
-            self._report(err, {"phase": "cycle", "partition": p.pid})
+            self._report(err, {"phase": stage.phase, "partition": p.pid})
             return
         for exc, phase in work.errors:
             self._report(exc, {"phase": phase, "partition": p.pid})
@@ -570,7 +616,7 @@ class StreamRunner:
             return
         if not self._effects(work, p):
             return
-        outcome = self._commit(p, work, g["group"])
+        outcome = self._commit(p, work, g["group"], "cycle")
         if outcome is None:
             return
         with self._lock:
@@ -597,13 +643,14 @@ class StreamRunner:
             return False
         return True
 
-    def _commit(self, p: _Partition, work: CycleWork, group: Optional[str]) -> Optional[str]:
+    def _commit(self, p: _Partition, work: CycleWork, group: Optional[str], phase: str) -> Optional[str]:
         """Send the cycle, resending the same body while its outcome is unknown (a lost
         reply, a 5xx): with a growing pause (0.1 s doubling, at most 2 s) until the broker
         answers, reported once after :data:`_RESENDS` resends; given up after those only
         when the runner is stopping. Returns ``"committed"``, ``"maybe"`` (a resend refused
         for its lease: the first copy most likely committed, or the lease expired) or None
-        (refused, or given up while stopping: nothing applied, or unknown)."""
+        (refused, or given up while stopping: nothing applied, or unknown). Its errors are
+        reported under ``phase`` (``"cycle"``, or ``"flush"`` for an idle flush's)."""
         attempt = 0
         while True:
             try:
@@ -620,30 +667,30 @@ class StreamRunner:
                     _log.info("stream query %r: resent cycle on partition %s refused for its lease: the first "
                               "copy committed (or the lease expired); state is re-read", self._query, p.pid)
                     return "maybe"
-                self._report(err, {"phase": "cycle", "partition": p.pid})
+                self._report(err, {"phase": phase, "partition": p.pid})
                 return None
             except (QueenConnectionError, QueenHTTPError) as err:
                 if isinstance(err, QueenHTTPError) and not (err.status is not None and err.status >= 500):
-                    self._report(err, {"phase": "cycle", "partition": p.pid})
+                    self._report(err, {"phase": phase, "partition": p.pid})
                     return None
                 attempt += 1
                 p.watermark = None
                 if attempt > _RESENDS and self._stop_event.is_set():
                     # stopping: abandon; if no copy committed, the lease expiry brings the batch back
                     self._count(maybeCommittedTotal=1)
-                    self._report(err, {"phase": "cycle", "partition": p.pid})
+                    self._report(err, {"phase": phase, "partition": p.pid})
                     return None
                 if attempt == _RESENDS + 1:
                     # still unknown: resending until the broker answers (a resend refused for its
                     # lease once the lease expired ends it too). Giving up here left the batch
                     # unacked until its lease expired (5 min by default) when no copy had
                     # committed, and uncounted when one had.
-                    self._report(err, {"phase": "cycle", "partition": p.pid})
+                    self._report(err, {"phase": phase, "partition": p.pid})
                 self._count(resendsTotal=1)
                 time.sleep(min(2.0, 0.1 * (2 ** min(attempt - 1, 5))))
                 continue
             except ClientClosedError as err:
-                self._report(err, {"phase": "cycle", "partition": p.pid})
+                self._report(err, {"phase": phase, "partition": p.pid})
                 self._request_stop("closed")
                 return None
             dup = sum(1 for r in doc.get("push_results") or () if isinstance(r, dict) and r.get("status") == "duplicate")
@@ -678,28 +725,34 @@ class StreamRunner:
             if not p.lock.acquire(blocking=False):
                 continue  # a cycle holds the partition: the next tick flushes it
             try:
-                self._flush_partition(p)
+                if self._flush_partition(p):
+                    self._flush_outage.success(self._query, "idle flush")
             except Exception as err:
-                self._report(err, {"phase": "flush", "partition": p.pid})
+                self._report(err, {"phase": "flush", "partition": p.pid}, self._flush_outage.failure())
             finally:
                 p.lock.release()
         with self._lock:
             self._stats["lastFlushAt"] = _now_iso()
 
-    def _flush_partition(self, p: _Partition) -> None:
+    def _flush_partition(self, p: _Partition) -> bool:
+        """Flush one idle partition. Returns False when a foreach or the commit failed (each
+        reported where it failed), True otherwise (also when nothing was ripe); an error of
+        the state read or of a user function raises."""
         plan = self._plan
         clock = p.watermark if plan.window.event_time_fn is not None else _now_ms()
         req = flush_request(plan, clock)
         if req is None or clock is None:
-            return
+            return True
         rows = wire.get_state(self._requester, query_id=self._server_id or "", partition_id=p.pid,
                               key_prefix=req.get("key_prefix"), ripe_at_or_before=req.get("ripe_at_or_before"),
                               query=self._query)
         if not rows:
-            return
+            return True
         work = process_flush(plan, self._query, p.pid, p.name, rows, clock)
-        if not work.commit or not self._effects(work, p):
-            return
-        if self._commit(p, work, self._opts.consumer_group) is not None:
-            with self._lock:
-                self._stats["flushCyclesTotal"] += 1
+        if not work.commit:
+            return True
+        if not self._effects(work, p) or self._commit(p, work, self._opts.consumer_group, "flush") is None:
+            return False
+        with self._lock:
+            self._stats["flushCyclesTotal"] += 1
+        return True

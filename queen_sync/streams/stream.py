@@ -317,7 +317,9 @@ class Stream:
             subscription_mode / subscription_from: where a new consumer group starts
                 (``"all"`` / ``"new"``; ``"now"`` or an ISO timestamp).
             reset: wipe the query's state if the chain changed (the source cursor is kept).
-            on_error: ``fn(exception, {"phase", "partition"?})`` for every cycle error.
+            on_error: ``fn(exception, {"phase", "partition"?})`` for every error; the phase
+                is ``"pop"``, ``"cycle"``, ``"gate-eval"``, ``"window-apply"``,
+                ``"foreach"``, ``"flush"`` or ``"flush-tick"`` (see docs/streams.md).
 
         Returns:
             the started :class:`~queen_sync.streams.runner.StreamRunner`.
