@@ -216,17 +216,30 @@ class BufferManager:
                 "push of %d items exceeds the buffer bound max_messages=%d; push them unbuffered or raise the bound"
                 % (n, options.max_messages)
             )
-        if n > options.message_count:
+        step = options.message_count
+        fragments: List[Tuple[bytes, int]]
+        if n <= step:  # the common case (e.g. a single item): one encode, one fragment
+            frag, ids_all = codec.encode_push_fragment(queue, partition, items, nan_as_null=self._nan_as_null)
+            nbytes = len(frag)
+            fragments = [(frag, n)]
+            if nbytes > options.max_bytes and n > 1:
+                fragments, ids_all = [], []
+                self._split(queue, partition, items, options.max_bytes, fragments, ids_all)
+                nbytes = sum(len(f) for f, _ in fragments)
+        else:
             # encoded in chunks below: check every item first so that an error names its
             # index in the whole list, not in its chunk (ids are not minted for this check)
             codec.build_push_items(queue, partition, items, _no_id)
-        fragments: List[Tuple[bytes, int]] = []
-        ids_all: List[str] = []
-        step = options.message_count
-        for start in range(0, n, step):
-            chunk = items if n <= step else items[start : start + step]  # one push (the common case): no copy
-            self._encode_fragments(queue, partition, chunk, options.max_bytes, fragments, ids_all)
-        nbytes = sum(len(frag) for frag, _ in fragments)
+            fragments, ids_all = [], []
+            for start in range(0, n, step):
+                chunk = items[start : start + step]
+                frag, ids = codec.encode_push_fragment(queue, partition, chunk, nan_as_null=self._nan_as_null)
+                if len(frag) > options.max_bytes and len(chunk) > 1:
+                    self._split(queue, partition, chunk, options.max_bytes, fragments, ids_all)
+                else:
+                    fragments.append((frag, len(chunk)))
+                    ids_all.extend(ids)
+            nbytes = sum(len(f) for f, _ in fragments)
         buf = self._buffers.get((queue, partition))
         if buf is None or buf.options is not options:  # a new buffer, or other options to compare
             buf = self.buffer_for(queue, partition, options)
@@ -236,7 +249,7 @@ class BufferManager:
             for i, tx in enumerate(ids_all)
         ]
 
-    def _encode_fragments(
+    def _split(
         self,
         queue: str,
         partition: Optional[str],
@@ -245,19 +258,20 @@ class BufferManager:
         fragments: List[Tuple[bytes, int]],
         ids: List[str],
     ) -> None:
-        """Encode ``items`` (at most ``message_count`` of them) into fragments of at most
-        ``max_bytes`` each, appended to ``fragments`` (and their ids to ``ids``): a fragment
-        over the bound is split in halves and encoded again, so that a batch of a list push
-        honours ``max_bytes`` as one of single pushes does. Only an item alone over the
-        bound makes a larger fragment (it is sent alone)."""
-        frag, frag_ids = codec.encode_push_fragment(queue, partition, items, nan_as_null=self._nan_as_null)
-        if len(frag) > max_bytes and len(items) > 1:
-            half = len(items) // 2  # the ids minted for the whole are dropped: nothing was sent
-            self._encode_fragments(queue, partition, items[:half], max_bytes, fragments, ids)
-            self._encode_fragments(queue, partition, items[half:], max_bytes, fragments, ids)
-            return
-        fragments.append((frag, len(items)))
-        ids.extend(frag_ids)
+        """Encode ``items``, whose one fragment came out over ``max_bytes``, as fragments of
+        at most ``max_bytes`` each, appended to ``fragments`` (and their ids to ``ids``): the
+        list is halved and each half encoded again (the ids minted for the whole are
+        dropped: nothing was sent), so that a batch of a list push honours ``max_bytes`` as
+        one of single pushes does. Only an item alone over the bound makes a larger
+        fragment (it is sent alone)."""
+        half = len(items) // 2
+        for part in (items[:half], items[half:]):
+            frag, frag_ids = codec.encode_push_fragment(queue, partition, part, nan_as_null=self._nan_as_null)
+            if len(frag) > max_bytes and len(part) > 1:
+                self._split(queue, partition, part, max_bytes, fragments, ids)
+            else:
+                fragments.append((frag, len(part)))
+                ids.extend(frag_ids)
 
     def _snapshot(self) -> List[PushBuffer]:
         self._check_fork()
