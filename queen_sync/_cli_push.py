@@ -15,7 +15,7 @@ parser, the push itself and the output):
   :class:`Stopped` saying how many were pushed, or how many were not sent and why; a second
   signal acts as it did before (it interrupts that last push).
 
-Only the standard library and :mod:`queen_sync.errors` are imported (the command line's
+Only the standard library, :mod:`queen_sync.errors` and :mod:`queen_sync._cli_signals` are imported (the command line's
 modules sit above the client, this one below it).
 """
 
@@ -32,6 +32,7 @@ import time
 from collections import deque
 from typing import IO, Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
+from ._cli_signals import HandlerScope
 from .errors import InvalidInputError, QueenError
 
 __all__ = ["DEFAULT_LINGER_MILLIS", "StdinLines", "Stopped", "loads", "push_lines"]
@@ -187,34 +188,20 @@ class Stopped:
         self.detail = detail
 
 
-class _FirstSignal:
+class _FirstSignal(HandlerScope):
     """A context manager (main thread only): the first SIGINT / SIGTERM sets ``signum`` and
     wakes ``lines``; the handlers then before it are put back, so that a second signal acts
     as it did (raises KeyboardInterrupt, or what the SIGTERM handler before raises)."""
 
     def __init__(self, lines: StdinLines) -> None:
+        super().__init__((signal.SIGINT, signal.SIGTERM))
         self._lines = lines
-        self._prev: Dict[int, Any] = {}
         self.signum: Optional[int] = None
-
-    def __enter__(self) -> "_FirstSignal":
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._prev[sig] = signal.signal(sig, self._on_signal)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._restore()
-
-    def _restore(self) -> None:
-        for sig, prev in self._prev.items():
-            signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
-        self._prev.clear()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.signum is None:  # no exception here: a push in flight goes on to its reply
             self.signum = signum
-            self._restore()
+            self.restore()
             self._lines.wake()
 
 

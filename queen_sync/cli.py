@@ -29,6 +29,7 @@ from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, U
 
 from . import BrokerError, InvalidInputError, Queen, QueenError, __version__, codec_backend
 from ._cli_push import DEFAULT_LINGER_MILLIS, StdinLines, loads as _loads, push_lines
+from ._cli_signals import HandlerScope
 from ._validate import MAX_DURATION_MILLIS
 from .testing.__main__ import main as broker_main
 
@@ -447,7 +448,7 @@ def cmd_pop(q: Queen, ns: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-class _StopSignals:
+class _StopSignals(HandlerScope):
     """SIGINT / SIGTERM while ``consume`` runs (main thread only; a context manager): the
     first one sets ``stop`` (a graceful stop: what was popped is released); a second SIGINT
     calls ``abort`` (which ends the running ``--exec`` command: the consumer waits for its
@@ -462,21 +463,11 @@ class _StopSignals:
     """
 
     def __init__(self, stop: threading.Event, why: Dict[str, str], abort: Callable[[], None]) -> None:
+        super().__init__((signal.SIGINT, signal.SIGTERM))
         self._stop = stop
         self._why = why
         self._abort = abort
         self._seen = 0
-        self._prev: Dict[int, Any] = {}
-
-    def __enter__(self) -> "_StopSignals":
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._prev[sig] = signal.signal(sig, self._on_signal)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, prev in self._prev.items():
-            signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._seen += 1
@@ -700,26 +691,17 @@ def _stdout_to_devnull() -> None:
         pass
 
 
-class _TerminateOnSigterm:
+class _TerminateOnSigterm(HandlerScope):
     """SIGTERM raises :class:`_Terminated` in the main thread while a command other than
     ``consume`` (which handles it itself) runs: the process stops with a line on stderr and
     exit status :data:`EXIT_TERMINATED`, where SIGTERM's default action killed it silently
     (in a ``pop --wait-millis`` long poll too). A second SIGTERM ends it as SIGTERM does.
     A context manager; main thread only."""
 
-    def __enter__(self) -> "_TerminateOnSigterm":
-        self._prev: Any = None
-        self._installed = threading.current_thread() is threading.main_thread()
-        if self._installed:
-            self._prev = signal.signal(signal.SIGTERM, self._on_signal)
-        return self
+    def __init__(self) -> None:
+        super().__init__((signal.SIGTERM,))
 
-    def __exit__(self, *exc: Any) -> None:
-        if self._installed:
-            signal.signal(signal.SIGTERM, self._prev if self._prev is not None else signal.SIG_DFL)
-
-    @staticmethod
-    def _on_signal(signum: int, frame: Any) -> None:
+    def _on_signal(self, signum: int, frame: Any) -> None:
         signal.signal(signum, signal.SIG_DFL)  # the cleanup (releases, close) may be cut short by a second one
         raise _Terminated()
 
