@@ -139,14 +139,13 @@ def push(
         return codec.decode_push_reply(data, count)  # one pass: decode, item and count checks, failed count
 
     key = "%s/%s" % (queue, partition or "Default")
-    # on_retry only when given: a requester of an older signature keeps working
-    extra: Dict[str, Any] = {} if on_retry is None else {"on_retry": on_retry}
     if not budget:
-        resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_ALWAYS, affinity_key=key, **extra)
+        resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_ALWAYS, affinity_key=key,
+                                 on_retry=on_retry)
         results, failed = accept(resp.data)
     else:
         resp = requester.request("POST", "/api/v1/push", body=body, retry=RETRY_PUSH, affinity_key=key, accept=accept,
-                                 **extra)
+                                 on_retry=on_retry)
         results, failed = resp.value
     return results, resp.status, failed
 
