@@ -834,9 +834,78 @@ def test_the_backlog_lasts_from_a_full_pop_to_an_empty_one() -> None:
 
 
 def test_a_fetchers_long_poll_on_its_way_holds_a_worker_back() -> None:
-    # a fetcher's pop in flight (here a long poll waiting at the broker) takes the next batch
-    # the moment there is one: a worker's own pop racing it would come back empty (and end
-    # the backlog), so the worker leaves the next pop to it, with room left or not
+    # a fetcher's pop in flight that no idle worker waits for (here a long poll waiting at
+    # the broker) takes the next batch the moment there is one: a worker's own pop racing it
+    # would come back empty (and end the backlog), so the worker leaves the next pop to it,
+    # with room left or not
+    st, fetchers, broker, lanes = _fetchers(room=20)
+    with st.lock:
+        st.free_slots, st.reserved = 0, 10
+        fetchers._pop_done_locked(10, [{}] * 10)  # a backlog
+        st.free_slots, st.reserved = 20, 0
+        st.fetchers_alive = 1
+        st.idle_workers = 1  # a worker waits for work: through a backlog, only then a fetcher pops
+    fetcher = threading.Thread(target=fetchers.run, args=(0,), daemon=True)
+    fetcher.start()
+    try:
+        assert broker.polling.wait(DEADLINE_S)  # the fetcher's long poll holds 10 of the room
+        with st.lock:
+            st.idle_workers = 0  # a worker finished a unit meanwhile, and would pop
+        broker.script.append(10)
+        assert fetchers.pop_for_worker() is False
+        assert broker.asked == [(10, True)] and lanes.queued == []
+    finally:
+        with st.lock:
+            st.request_stop_locked("stopped")
+        broker.release.set()
+        fetcher.join(DEADLINE_S)
+    assert not fetcher.is_alive()
+
+
+def test_through_a_backlog_a_fetcher_pops_only_for_an_idle_worker_or_ahead_of_busy_ones() -> None:
+    # the workers pop for themselves through a backlog; a fetcher's pop is wanted for a
+    # worker waiting for work (one pop each: more would hand every batch from a fetcher to a
+    # worker from then on, two thread hand-offs each), or ahead of workers all in a handler
+    st, fetchers, broker, lanes = _fetchers(room=40)
+    st.workers = 2
+    with st.lock:
+        assert not fetchers._wanted_locked()  # both workers at work: they pop for themselves
+        st.idle_workers = 1
+        assert fetchers._wanted_locked()  # one waits for work, no pop on its way to it
+        fetchers._fetching = 1
+        assert not fetchers._wanted_locked()  # a pop is on its way to it: enough
+        st.idle_workers = 2
+        assert fetchers._wanted_locked()  # the other one waits too
+        st.idle_workers, st.handlers_running = 0, 2
+        assert fetchers._wanted_locked()  # both in a handler: a pop ahead of them (prefetch)
+        fetchers._fetching = 0
+
+
+def test_a_worker_pops_itself_beside_a_fetchers_pop_for_an_idle_worker() -> None:
+    # a fetcher's pop on its way to a worker waiting for work does not hold back another
+    # worker that finishes its unit: that one pops for itself (else each fetcher's pop would
+    # idle one more worker, and the fetchers would end up doing every pop)
+    st, fetchers, broker, lanes = _fetchers(room=30)
+    with st.lock:
+        st.free_slots, st.reserved = 0, 10
+        fetchers._pop_done_locked(10, [{}] * 10)  # a backlog
+        st.free_slots, st.reserved = 30, 0
+        st.workers, st.idle_workers = 3, 1
+        fetchers._fetching = 1  # the fetcher's pop for the idle worker, on its way
+    broker.script.append(10)
+    assert fetchers.pop_for_worker() is True
+    assert broker.asked == [(10, False)] and lanes.queued == [10]
+    with st.lock:
+        st.idle_workers = 0  # the idle worker's pop is the only one on its way: it holds back
+        broker.script.append(10)
+    assert fetchers.pop_for_worker() is False
+    assert broker.asked == [(10, False)]
+
+
+def test_fetchers_stand_by_through_a_backlog_until_a_worker_waits(slow_ticks: None) -> None:
+    # no tick needed: a worker that starts waiting for work wakes one fetcher standing by,
+    # and an empty pop ending the backlog wakes them all (a missed wake would hang here:
+    # slow_ticks makes every wait a minute long)
     st, fetchers, broker, lanes = _fetchers(room=20)
     with st.lock:
         st.free_slots, st.reserved = 0, 10
@@ -846,10 +915,13 @@ def test_a_fetchers_long_poll_on_its_way_holds_a_worker_back() -> None:
     fetcher = threading.Thread(target=fetchers.run, args=(0,), daemon=True)
     fetcher.start()
     try:
-        assert broker.polling.wait(DEADLINE_S)  # the fetcher's long poll holds 10 of the room
-        broker.script.append(10)
-        assert fetchers.pop_for_worker() is False
-        assert broker.asked == [(10, True)] and lanes.queued == []
+        assert wait_until(lambda: st.standby._waiters, DEADLINE_S)  # standing by, no pop
+        assert broker.asked == []
+        with st.lock:  # what Lanes.run does when a worker finds nothing queued
+            st.idle_workers += 1
+            st.standby.notify()
+        assert broker.polling.wait(DEADLINE_S)
+        assert broker.asked == [(10, True)]
     finally:
         with st.lock:
             st.request_stop_locked("stopped")

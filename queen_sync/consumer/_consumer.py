@@ -152,7 +152,7 @@ class Consumer:
         auto_ack: bool = (not has_callbacks) if settings.auto_ack is None else settings.auto_ack
         idle_s = None if settings.idle_millis is None else settings.idle_millis / 1000.0
         self._st = ConsumerState(spec.queue, self._concurrency * spec.batch, settings.limit, idle_s,
-                                 (drain_ms or 0) / 1000.0)
+                                 (drain_ms or 0) / 1000.0, workers=self._concurrency)
         self._st.user_stop = stop_event
         renew_ms = settings.renew_interval_millis
         acks = Acks(self._st, broker, spec.group, renews=renew_ms is not None)

@@ -33,7 +33,7 @@ import math
 import operator
 import time
 from dataclasses import replace
-from typing import Any, List, Optional, Tuple, cast
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 from ..errors import ClientClosedError
 from ._acks import Acks
@@ -49,6 +49,9 @@ __all__ = ["Fetchers", "POLL_CAP_MILLIS"]
 #: Longest long poll a consumer sends, in milliseconds (keeps stop() prompt).
 POLL_CAP_MILLIS = 1000
 _PARTITION_ID = operator.itemgetter("partitionId")
+
+#: Most pop settings :meth:`Fetchers._pop_spec` keeps.
+_MAX_SPECS = 64
 
 #: Pause between two pops without long poll (``wait(False)``) that came back empty, in seconds.
 NO_WAIT_PAUSE_S = 0.1
@@ -78,16 +81,35 @@ class Fetchers:
         self._work_gen = 0  # pops that brought messages (wakes the resting fetchers)
         self._backlog = False  # a pop brought all it asked for since the last empty one
         self._fetching = 0  # fetchers' pops in flight (a worker waits for those, it does not pop)
+        self._specs: Dict[Tuple[int, int, bool], PopSpec] = {}  # see _pop_spec
 
     def _acquire(self) -> int:
-        """Reserve room (and limit budget) for one pop, waiting for it; 0 means the fetcher
-        should end (see :meth:`_reserve_locked`)."""
-        with self._st.lock:
+        """Reserve room (and limit budget) for one pop, waiting for it, and count the pop as
+        a fetcher's (``_fetching``); 0 means the fetcher should end (see
+        :meth:`_reserve_locked`)."""
+        st = self._st
+        with st.lock:
             while True:
+                if self._backlog and not st.stopping and not self._wanted_locked():
+                    st.standby.wait(TICK_S)
+                    continue
                 n = self._reserve_locked()
-                if n != 0:
-                    return max(n, 0)
-                self._st.room.wait(TICK_S)
+                if n > 0:
+                    self._fetching += 1
+                    return n
+                if n < 0:
+                    return 0
+                st.room.wait(TICK_S)
+
+    def _wanted_locked(self) -> bool:
+        """Whether a fetcher's pop is wanted through a backlog, where the workers pop for
+        themselves: for a worker waiting for work that no fetcher's pop is on its way to
+        yet, or ahead of workers that are all in a handler (prefetch). One pop per idle
+        worker, not one per fetcher: a fetcher's pop in flight makes a worker that finishes
+        meanwhile wait for it (pop_for_worker), and more pops for it would hand every
+        batch from a fetcher to a worker from then on (two thread hand-offs each)."""
+        st = self._st
+        return st.idle_workers > self._fetching or st.handlers_running >= st.workers
 
     def _reserve_locked(self) -> int:
         """Reserve room (and limit budget) for one pop if there is enough: its size, ``0``
@@ -147,6 +169,7 @@ class Fetchers:
                         # idle time is up: no new pop, the supervisor stops the consumer
                         # (unless a handler finishing meanwhile starts a new idle period)
                         self._st.give_back_locked(n, n)
+                        self._fetching -= 1
                         while (
                             not self._st.stopping
                             and self._st.outstanding == 0
@@ -156,8 +179,7 @@ class Fetchers:
                         continue
                     timeout = max(1, min(timeout, int(math.ceil(idle_left * 1000.0))))
                 self._st.pops_in_flight += 1
-                self._fetching += 1
-            pop = replace(spec, batch=n, timeout_millis=timeout)
+            pop = self._pop_spec(n, timeout, False)
             t0 = time.monotonic()
             # _pops_in_flight drops only once the outcome is recorded (outage or activity),
             # so the supervisor's idle check never sees a pop's result half-way.
@@ -215,7 +237,7 @@ class Fetchers:
         read timeout ``ack_timeout_millis``.
         """
         with self._st.lock:
-            if not self._backlog or self._fetching:
+            if not self._backlog or self._fetching > self._st.idle_workers:
                 if self._st.free_slots > 0:
                     self._st.room.notify()  # the wake the worker's resolve deferred (Lanes.run)
                 return False
@@ -227,7 +249,7 @@ class Fetchers:
         try:
             # a read timeout as an ack's (ack_timeout_millis), not the client's 30 s: a
             # half-open connection must not hold this worker and its room for long
-            pop = replace(self._spec, batch=n, wait=False, read_timeout_millis=self._broker.call_timeout_millis())
+            pop = self._pop_spec(n, self._spec.timeout_millis, True)
             messages = self._broker.pop(pop)
         except BaseException as exc:
             if self._pop_failed(exc, n, t0, fetcher=False):
@@ -247,6 +269,23 @@ class Fetchers:
         self._dispatch(messages, runner=True)
         return True
 
+    def _pop_spec(self, n: int, timeout_millis: int, worker: bool) -> PopSpec:
+        """The pop of ``n`` messages with long-poll ``timeout_millis`` (a fetcher's), or a
+        worker's own (no long poll, read timeout ``ack_timeout_millis``): made once and kept,
+        a few sizes and timeouts recur (``dataclasses.replace`` per pop costs more than the
+        pop's own bookkeeping)."""
+        key = (n, timeout_millis, worker)
+        spec = self._specs.get(key)
+        if spec is None:
+            if len(self._specs) >= _MAX_SPECS:
+                self._specs.clear()  # idle-bounded timeouts vary: keep the cache bounded
+            if worker:
+                spec = replace(self._spec, batch=n, wait=False, read_timeout_millis=self._broker.call_timeout_millis())
+            else:
+                spec = replace(self._spec, batch=n, timeout_millis=timeout_millis)
+            self._specs[key] = spec
+        return spec
+
     def _pop_failed(self, exc: BaseException, n: int, t0: float, fetcher: bool) -> bool:
         """Record a pop (a fetcher's, or a worker's own) for ``n`` reserved messages that
         raised ``exc``: its room and limit budget go back; a transient failure is an outage
@@ -260,7 +299,9 @@ class Fetchers:
             if fetcher:
                 self._fetching -= 1
             self._st.give_back_locked(n, n)
-            self._backlog = False
+            if self._backlog:
+                self._backlog = False
+                self._st.standby.notify_all()  # the fetchers standing by through the backlog take over
             if isinstance(exc, ClientClosedError):
                 self._st.request_stop_locked("closed")
         if isinstance(exc, Exception) and not is_transient and not isinstance(exc, ClientClosedError):
@@ -279,8 +320,9 @@ class Fetchers:
         # finds nothing, while a trickle (pops shorter than asked) never starts one.
         if len(messages) >= n:
             self._backlog = True
-        elif not messages:
+        elif not messages and self._backlog:
             self._backlog = False
+            self._st.standby.notify_all()  # the fetchers standing by through the backlog poll again
         if messages:
             self._work_gen += 1
             self._st.last_activity = time.monotonic()

@@ -154,10 +154,18 @@ class Lanes:
         me = threading.get_ident()
         while True:
             with self._st.lock:
-                while not self._runq:
-                    if self._st.stopping and self._st.fetchers_alive == 0:
-                        return
-                    self._st.work.wait(TICK_S)
+                if not self._runq:
+                    st = self._st
+                    st.idle_workers += 1
+                    if st.free_slots > 0:
+                        st.standby.notify()  # a fetcher standing by through a backlog pops for this worker
+                    try:
+                        while not self._runq:
+                            if st.stopping and st.fetchers_alive == 0:
+                                return
+                            st.work.wait(TICK_S)
+                    finally:
+                        st.idle_workers -= 1
                 lane = self._runq.popleft()
                 lane.queued = False
                 if not lane.units:
@@ -227,8 +235,11 @@ class Lanes:
         with self._st.lock:
             self._st.stats.handled += len(msgs)
             self._st.handlers_running += 1
-            if self._st.handlers_running == 1 and self._st.free_slots > 0:
-                self._st.room.notify()  # a fetcher may pop ahead now (prefetch: while handlers run)
+            if self._st.free_slots > 0:
+                if self._st.handlers_running == 1:
+                    self._st.room.notify()  # a fetcher may pop ahead now (prefetch: while handlers run)
+                if self._st.handlers_running == self._st.workers:
+                    self._st.standby.notify()  # every worker is in a handler: a fetcher pops ahead (backlog)
             if first + len(msgs) >= len(unit.msgs):
                 # the unit's last call: the room its ack frees wakes no fetcher until this
                 # worker has seen whether it pops itself (run); an earlier message's (each())

@@ -168,8 +168,9 @@ class ConsumerState:
     """
 
     def __init__(self, queue: str, room: int, limit: Optional[int], idle_s: Optional[float],
-                 drain_timeout: float) -> None:
+                 drain_timeout: float, workers: int = 1) -> None:
         self.queue = queue
+        self.workers = workers
         self.limit = limit
         self.idle_s = idle_s
         self.drain_timeout = drain_timeout
@@ -178,6 +179,7 @@ class ConsumerState:
         self.room = threading.Condition(mutex)  # fetchers waiting for room / limit budget
         self.work = threading.Condition(mutex)  # lane workers waiting for a queued lane
         self.rest = threading.Condition(mutex)  # resting fetchers, the idle wait
+        self.standby = threading.Condition(mutex)  # fetchers standing by through a backlog
         self.settle_waiters = 0  # threads waiting (on ``lock``) for a lease's acks in flight to end
         self.stats = ConsumeResult()
         self.error: Optional[BaseException] = None
@@ -192,6 +194,7 @@ class ConsumerState:
         self.fetchers_alive = 0
         self.pops_in_flight = 0
         self.handlers_running = 0  # handler / callback calls under way
+        self.idle_workers = 0  # lane workers waiting for a queued lane (Lanes.run)
         self.free_slots = room
         #: threads of lane workers in their unit's last handler call and its ack: the room they
         #: free wakes no fetcher until the worker has seen whether it pops itself (Lanes.run,
@@ -228,6 +231,7 @@ class ConsumerState:
         self.room.notify_all()
         self.work.notify_all()
         self.rest.notify_all()
+        self.standby.notify_all()
 
     def acks_settled_locked(self) -> None:
         """A lease has no ack in flight any more: wake who waits for that (a refused renewal)."""
