@@ -498,6 +498,20 @@ def decode_ack_result(body):
     return _decode_list(body, "ack")
 
 
+def decode_ack_reply(body, Py_ssize_t count):
+    """Decode and check the reply to an ack of ``count`` messages in one pass: ``(results,
+    refused)`` (see ``queen_sync._pycodec.decode_ack_reply``)."""
+    cdef list results = _decode_list(body, "ack")
+    cdef object r
+    cdef Py_ssize_t refused = 0
+    if len(results) != count:
+        raise ProtocolError("ack reply has %d results for %d messages" % (len(results), count), _raw(body))
+    for r in results:
+        if (<dict>r).get("success") is not True:
+            refused += 1
+    return results, refused
+
+
 def decode_renew_result(body):
     """Decode a lease-extend reply: a list of ``{index, leaseId, success, error, expiresAt}``."""
     return _decode_list(body, "lease extend")

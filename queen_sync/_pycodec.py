@@ -49,6 +49,7 @@ __all__ = [
     "decode_push_result",
     "decode_push_reply",
     "decode_ack_result",
+    "decode_ack_reply",
     "decode_transaction_result",
     "decode_renew_result",
     "EMPTY_POP_ERRORS",
@@ -588,6 +589,32 @@ def decode_ack_result(body: Any) -> List[Dict[str, Any]]:
     queueName, partitionName, leaseReleased, dlq}``. ``{"error": ...}`` raises
     :class:`BrokerError`. Per-item verdicts are left to the caller."""
     return _decode_list(body, "ack")
+
+
+def decode_ack_reply(body: Any, count: int) -> Tuple[List[Dict[str, Any]], int]:
+    """Decode and check the reply to an ack of ``count`` messages in one pass (the
+    consumer's batch acks: no pass of the caller's own over the verdicts).
+
+    Returns:
+        ``(results, refused)``: the results as :func:`decode_ack_result` gives them, and how
+        many of them have ``success`` other than ``true``.
+
+    Raises:
+        ProtocolError: as :func:`decode_ack_result`, or the reply does not hold ``count``
+            results.
+        BrokerError: the reply is ``{"error": ...}``.
+    """
+    results = _decode_list(body, "ack")
+    if len(results) != count:
+        raise ProtocolError(
+            "ack reply has %d results for %d messages" % (len(results), count),
+            body if isinstance(body, bytes) else None,
+        )
+    refused = 0
+    for r in results:
+        if r.get("success") is not True:
+            refused += 1
+    return results, refused
 
 
 def decode_renew_result(body: Any) -> List[Dict[str, Any]]:

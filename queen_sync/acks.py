@@ -221,7 +221,7 @@ def _ack_in_rounds(
     is not sent and reported refused (the broker redelivers it)."""
     exhausted: set = set()  # (partition, lease) with a nack dead-lettered: the count stays reached
     while True:
-        results = wire_messages.ack_batch(requester, body, len(now), _ack_timeout(requester))
+        results, _refused = wire_messages.ack_batch(requester, body, len(now), _ack_timeout(requester))
         ordered = sorted(results, key=lambda r: r.get("index", 0)) if _has_indexes(results) else results
         for (pos, m), r in zip(now, ordered):
             _record(out, pos, m, dict(r), status)

@@ -19,11 +19,11 @@ return values and exceptions.
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Type, Union
 
 from .errors import InvalidInputError
 
-__all__ = ["Message", "MessageClient", "bind_messages", "note_settled", "settled_count", "settled_status"]
+__all__ = ["Message", "MessageClient", "bind_messages", "bound_type", "note_settled", "settled_count", "settled_status"]
 
 Names = Union[str, Sequence[str], None]
 
@@ -164,6 +164,17 @@ class _BoundMessage(Message):
 
     __slots__ = ()
     __init__ = dict.__init__
+
+
+def bound_type(client: Optional[MessageClient]) -> Type[Message]:
+    """A :class:`Message` subclass whose instances are bound to ``client``: ``bound_type(c)(m)``
+    is a shallow copy of the dict ``m`` bound to ``c``, made in C. The consume loop makes one
+    per consumer and maps it over each pop (``list(map(cls, popped))``: no Python call per
+    message, where :func:`bind_messages` runs a loop of its own). Its instances behave as any
+    bound :class:`Message` (``type(m).__name__`` is ``"Message"``); their client is read-only.
+    """
+    return type("Message", (_BoundMessage,), {"__slots__": (), "_queen": client, "__module__": __name__,
+                                              "__qualname__": "Message"})
 
 
 _settle_lock = threading.Lock()

@@ -517,3 +517,28 @@ def test_fork_child_uses_fresh_pool(stub: Stub) -> None:
         assert q.queue("orders").pop() == []
     ports = {r["port"] for r in stub.requests}
     assert len(ports) >= 2  # the child opened its own connection
+
+
+def test_each_call_gets_the_read_timeout_it_asks_for(broker_url: str, monkeypatch: Any) -> None:
+    # the urllib3.Timeout of a read timeout is made once and kept (a few recur: long polls,
+    # acks), in a bounded table; urllib3 clones it per request, so sharing it is safe
+    from queen_sync.transport import _transport
+
+    seen: List[Tuple[Optional[float], Optional[float]]] = []
+    real = _transport.send_once
+
+    def send_once(*args: Any, **kw: Any) -> Any:
+        timeout = args[9]
+        seen.append((timeout.connect_timeout, timeout.read_timeout))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(_transport, "send_once", send_once)
+    t = _transport.Transport([broker_url], timeout_millis=4000, connect_timeout_millis=1500)
+    try:
+        asked = [None, 1200, 700, 1200] + list(range(2000, 2000 + 2 * _transport._MAX_TIMEOUTS))
+        for ms in asked:
+            assert t.request("GET", "/health", idempotent=True, timeout_millis=ms).status == 200
+        assert seen == [(1.5, 4.0 if ms is None else ms / 1000.0) for ms in asked]
+        assert 0 < len(t._timeouts) <= _transport._MAX_TIMEOUTS
+    finally:
+        t.close()

@@ -602,6 +602,43 @@ def test_push_reply_refusals_identical() -> None:
         CY.decode_push_reply(b'[{"status":"queued"}]', 2)
 
 
+ack_successes = st.sampled_from([True, False, None, 1, 0, "true", 1.0])
+
+
+@SETTINGS
+@given(results=st.lists(st.fixed_dictionaries({"index": st.integers(0, 9)}, optional={"success": ack_successes,
+                                                                                   "error": text}), max_size=6)
+       | json_values,
+       count=st.integers(min_value=0, max_value=7), cut=st.integers(min_value=0, max_value=200))
+def test_ack_reply_decode_identical(results: Any, count: int, cut: int) -> None:
+    body = _serialisable(results)
+    for variant in (body, body[:cut]):
+        got = same("decode_ack_reply", variant, count)
+        if got[0] == "ok":  # the one-pass reply check agrees with decode + length + scan
+            listed = PY.decode_ack_result(variant)
+            assert got[1] == (listed, sum(1 for r in listed if r.get("success") is not True))
+            assert len(listed) == count
+
+
+def test_ack_reply_counts_refusals_and_refuses_a_wrong_count() -> None:
+    body = b'[{"index":0,"success":true},{"index":1,"success":false,"error":"Invalid or expired lease"},' \
+           b'{"index":2,"success":1},{"index":3}]'
+    for backend in (PY, CY):
+        results, refused = backend.decode_ack_reply(body, 4)
+        assert [r["index"] for r in results] == [0, 1, 2, 3]
+        assert refused == 3  # only a JSON true is an accepted ack: false, 1 and a missing one are not
+    for body, count in ((b'[{"success":true}]', 2), (b'[{"success":true},3]', 2), (b'{"error":"nope"}', 1),
+                        (b'{"x":1}', 1), (b'"s"', 1), (b"", 1)):
+        texts = []
+        for backend in (PY, CY):
+            with pytest.raises(Exception) as info:
+                backend.decode_ack_reply(body, count)
+            texts.append((info.type, str(info.value), getattr(info.value, "body", None)))
+        assert texts[0] == texts[1], (body, texts)
+    with pytest.raises(Exception, match="ack reply has 1 results for 2 messages"):
+        CY.decode_ack_reply(b'[{"success":true}]', 2)
+
+
 @SETTINGS
 @given(junk=st.binary(max_size=40) | st.none() | st.integers() | st.builds(object))
 def test_garbage_bodies_identical(junk: Any) -> None:

@@ -126,6 +126,37 @@ def test_consumed_messages_ack_themselves(client: Queen, qname: str, unique_name
     assert client.queue(qname).group(group).batch(10).pop() == []
 
 
+def test_bound_type_copies_and_binds_in_c() -> None:
+    # the consume loop maps bound_type(client) over each pop: each copy is a bound Message,
+    # a dict of its own (what a handler does to it cannot reach the consumer's dict), whose
+    # calls go through that client, and which pickles / copies as a plain dict
+    from queen_sync.message import bound_type
+
+    calls: List[Any] = []
+
+    class Client:
+        def ack(self, message: Any, status: Any = True, context: Any = None, **kw: Any) -> Dict[str, Any]:
+            calls.append(("ack", message, status, kw))
+            return {"success": True}
+
+    client = Client()
+    cls = bound_type(client)  # type: ignore[arg-type]
+    popped = [{"transactionId": "t%d" % i, "partitionId": "p", "data": {"i": i}} for i in range(3)]
+    given = list(map(cls, popped))
+    assert given == popped and all(g is not p for g, p in zip(given, popped))
+    assert all(isinstance(g, Message) and type(g) is cls for g in given)
+    assert type(given[0]).__name__ == "Message" and given[0]._queen is client
+    given[0]["transactionId"] = "changed"
+    given[1].clear()
+    assert popped[0]["transactionId"] == "t0" and popped[1]["data"] == {"i": 1}
+    assert given[2].nack("boom") == {"success": True}
+    assert calls == [("ack", given[2], "failed", {"group": None, "error": "boom"})]
+    assert type(pickle.loads(pickle.dumps(given[2]))) is dict and type(copy.copy(given[2])) is dict
+    with pytest.raises(AttributeError):
+        given[2]._queen = None  # the client of a bound type is fixed
+    assert bound_type(client) is not cls  # one per consumer: no cache keeps a client alive
+
+
 def test_closed_client_refuses_msg_ack(broker_url: str, qname: str) -> None:
     from queen_sync import ClientClosedError
 

@@ -272,7 +272,7 @@ class Acks:
         while True:
             t0 = time.monotonic()
             try:
-                results = self._broker.ack_popped(msgs, status, self._group, error)
+                results, refused = self._broker.ack_popped(msgs, status, self._group, error)
             except ClientClosedError:
                 log.warning("client closed before the %s of %d message(s) of queue %r: %s", verb, len(msgs), self._st.queue, ids(msgs))
                 self._st.request_stop("closed")
@@ -332,9 +332,9 @@ class Acks:
                 attempt += 1
                 continue
             self._st.outage.success(t0)
-            failed = [r for r in results if r.get("success") is not True]
-            if not failed:
+            if not refused:
                 return results, True
+            failed = [r for r in results if r.get("success") is not True]
             return self._refused(msgs, status, verb, results, failed, uncertain, invalid_lease_ok), False
 
     def _refused(

@@ -54,6 +54,8 @@ DEFAULT_POOL_MAXSIZE = 64
 LOAD_BALANCING_STRATEGIES = ("round-robin", "affinity")
 
 _USER_AGENT = "queen-sync/0.1.0"
+#: Most read timeouts whose urllib3.Timeout a Transport keeps.
+_MAX_TIMEOUTS = 32
 
 
 _LIVE: "weakref.WeakSet[Transport]" = weakref.WeakSet()
@@ -197,6 +199,9 @@ class Transport:
         ) / 1000.0
         # built once: urllib3 clones a Timeout per request, so one instance is shared safely
         self._default_timeout = urllib3.Timeout(connect=self._connect_timeout_s, read=timeout_millis / 1000.0)
+        #: the Timeout of each read timeout asked for (a few recur: a long poll's, an ack's);
+        #: urllib3 clones the one it is given per request, so one object may serve them all
+        self._timeouts: Dict[int, urllib3.Timeout] = {}
         self._attempts = retry_attempts
         self._push_budget_s = push_retry_timeout_millis / 1000.0
         self._retry_after_cap_s = retry_max_delay_millis / 1000.0
@@ -456,7 +461,12 @@ class Transport:
         if timeout_millis is None:
             timeout = self._default_timeout
         else:
-            timeout = urllib3.Timeout(connect=self._connect_timeout_s, read=int(timeout_millis) / 1000.0)
+            timeout = self._timeouts.get(timeout_millis)  # type: ignore[assignment]
+            if timeout is None:
+                if len(self._timeouts) >= _MAX_TIMEOUTS:
+                    self._timeouts.clear()  # idle-bounded long polls vary: keep it bounded
+                timeout = urllib3.Timeout(connect=self._connect_timeout_s, read=int(timeout_millis) / 1000.0)
+                self._timeouts[timeout_millis] = timeout
         target = path + ("?" + urlencode(query) if query else "")
 
         n = len(self._urls)

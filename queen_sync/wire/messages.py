@@ -171,12 +171,14 @@ def ack(requester: Requester, body: bytes, timeout_millis: Optional[int] = None)
 
 def ack_batch(
     requester: Requester, body: bytes, count: int, timeout_millis: Optional[int] = None
-) -> List[Dict[str, Any]]:
+) -> Tuple[List[Dict[str, Any]], int]:
     """Send one batch ack of ``count`` messages (body from ``codec.encode_ack_batch``);
     ``timeout_millis``: the read timeout of the attempt (default: the requester's).
 
     Returns:
-        the results, in the order the broker sent them.
+        ``(results, refused)``: the results, in the order the broker sent them, and how many
+        of them have ``success`` other than ``true`` (counted while the reply was read, so
+        callers need no pass of their own over the results).
 
     Raises:
         ProtocolError: the reply does not hold ``count`` results.
@@ -184,10 +186,7 @@ def ack_batch(
     Wire: ``POST /api/v1/ack/batch`` (never resent once sent).
     """
     resp = requester.request("POST", "/api/v1/ack/batch", body=body, idempotent=False, timeout_millis=timeout_millis)
-    results = codec.decode_ack_result(resp.data)
-    if len(results) != count:
-        raise ProtocolError("batch ack reply has %d items, expected %d" % (len(results), count), resp.data)
-    return results
+    return codec.decode_ack_reply(resp.data, count)
 
 
 def extend_lease(
