@@ -553,6 +553,17 @@ def _decode_list(body: Any, what: str) -> List[Dict[str, Any]]:
     return doc
 
 
+def _decode_counted(body: Any, what: str, count: int, of: str) -> List[Dict[str, Any]]:
+    """:func:`_decode_list`, refusing a reply without ``count`` results (``"<what> reply
+    has N results for <count> <of>"``)."""
+    results = _decode_list(body, what)
+    if len(results) != count:
+        raise ProtocolError(
+            "%s reply has %d results for %d %s" % (what, len(results), count, of), body if isinstance(body, bytes) else None
+        )
+    return results
+
+
 def decode_push_result(body: Any) -> List[Dict[str, Any]]:
     """Decode a push reply: a list of ``{index, status, transaction_id, message_id, ...}`` in
     input order. ``{"error": ...}`` raises :class:`BrokerError`."""
@@ -571,12 +582,7 @@ def decode_push_reply(body: Any, count: int) -> Tuple[List[Dict[str, Any]], int]
             results (the outcome is unknown; resending the same body is safe).
         BrokerError: the reply is ``{"error": ...}``.
     """
-    results = _decode_list(body, "push")
-    if len(results) != count:
-        raise ProtocolError(
-            "push reply has %d results for %d items; the outcome is unknown" % (len(results), count),
-            body if isinstance(body, bytes) else None,
-        )
+    results = _decode_counted(body, "push", count, "items; the outcome is unknown")
     failed = 0
     for r in results:
         if r.get("status") == "failed":
@@ -604,12 +610,7 @@ def decode_ack_reply(body: Any, count: int) -> Tuple[List[Dict[str, Any]], int]:
             results.
         BrokerError: the reply is ``{"error": ...}``.
     """
-    results = _decode_list(body, "ack")
-    if len(results) != count:
-        raise ProtocolError(
-            "ack reply has %d results for %d messages" % (len(results), count),
-            body if isinstance(body, bytes) else None,
-        )
+    results = _decode_counted(body, "ack", count, "messages")
     refused = 0
     for r in results:
         if r.get("success") is not True:

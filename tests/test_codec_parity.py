@@ -571,72 +571,55 @@ def test_result_decoders_identical(doc: Any, cut: int) -> None:
 
 
 push_statuses = st.sampled_from(["queued", "duplicate", "buffered", "failed", "FAILED", None, 1, True])
+ack_successes = st.sampled_from([True, False, None, 1, 0, "true", 1.0])
+
+#: the one-pass reply checks: their plain decoder and what each counts
+COUNTED_REPLIES = {
+    "decode_push_reply": ("decode_push_result", lambda r: r.get("status") == "failed",
+                          "push reply has 1 results for 2 items; the outcome is unknown"),
+    "decode_ack_reply": ("decode_ack_result", lambda r: r.get("success") is not True,
+                         "ack reply has 1 results for 2 messages"),
+}
 
 
+@pytest.mark.parametrize("name", sorted(COUNTED_REPLIES))
 @SETTINGS
-@given(results=st.lists(st.fixed_dictionaries({"index": st.integers(0, 9)}, optional={"status": push_statuses,
-                                                                                   "error": text}), max_size=6)
-       | json_values,
+@given(results=st.lists(st.fixed_dictionaries({"index": st.integers(0, 9)}, optional={
+           "status": push_statuses, "success": ack_successes, "error": text}), max_size=6) | json_values,
        count=st.integers(min_value=0, max_value=7), cut=st.integers(min_value=0, max_value=200))
-def test_push_reply_decode_identical(results: Any, count: int, cut: int) -> None:
+def test_counted_reply_decode_identical(name: str, results: Any, count: int, cut: int) -> None:
+    plain, counted = COUNTED_REPLIES[name][:2]
     body = _serialisable(results)
     for variant in (body, body[:cut]):
-        got = same("decode_push_reply", variant, count)
+        got = same(name, variant, count)
         if got[0] == "ok":  # the one-pass reply check agrees with decode + length + scan
-            listed = PY.decode_push_result(variant)
-            assert got[1] == (listed, sum(1 for r in listed if r.get("status") == "failed"))
+            listed = getattr(PY, plain)(variant)
+            assert got[1] == (listed, sum(1 for r in listed if counted(r)))
             assert len(listed) == count
 
 
-def test_push_reply_refusals_identical() -> None:
+@pytest.mark.parametrize("name", sorted(COUNTED_REPLIES))
+def test_counted_reply_refusals_identical(name: str) -> None:
     """Wrong count, an item that is not an object, an error object: same class and text."""
-    for body, count in ((b'[{"status":"queued"}]', 2), (b'[{"status":"failed"},3]', 2), (b'{"error":"nope"}', 1),
-                        (b'{"x":1}', 1), (b'"s"', 1), (b"", 1)):
+    for body, count in ((b'[{"status":"queued","success":true}]', 2), (b'[{"success":false},3]', 2),
+                        (b'{"error":"nope"}', 1), (b'{"x":1}', 1), (b'"s"', 1), (b"", 1)):
         texts = []
         for backend in (PY, CY):
             with pytest.raises(Exception) as info:
-                backend.decode_push_reply(body, count)
+                getattr(backend, name)(body, count)
             texts.append((info.type, str(info.value), getattr(info.value, "body", None)))
         assert texts[0] == texts[1], (body, texts)
-    with pytest.raises(Exception, match="push reply has 1 results for 2 items; the outcome is unknown"):
-        CY.decode_push_reply(b'[{"status":"queued"}]', 2)
+    with pytest.raises(Exception, match=COUNTED_REPLIES[name][2].replace("(", r"\(")):
+        getattr(CY, name)(b'[{"status":"queued","success":true}]', 2)
 
 
-ack_successes = st.sampled_from([True, False, None, 1, 0, "true", 1.0])
-
-
-@SETTINGS
-@given(results=st.lists(st.fixed_dictionaries({"index": st.integers(0, 9)}, optional={"success": ack_successes,
-                                                                                   "error": text}), max_size=6)
-       | json_values,
-       count=st.integers(min_value=0, max_value=7), cut=st.integers(min_value=0, max_value=200))
-def test_ack_reply_decode_identical(results: Any, count: int, cut: int) -> None:
-    body = _serialisable(results)
-    for variant in (body, body[:cut]):
-        got = same("decode_ack_reply", variant, count)
-        if got[0] == "ok":  # the one-pass reply check agrees with decode + length + scan
-            listed = PY.decode_ack_result(variant)
-            assert got[1] == (listed, sum(1 for r in listed if r.get("success") is not True))
-            assert len(listed) == count
-
-
-def test_ack_reply_counts_refusals_and_refuses_a_wrong_count() -> None:
-    body = b'[{"index":0,"success":true},{"index":1,"success":false,"error":"Invalid or expired lease"},' \
-           b'{"index":2,"success":1},{"index":3}]'
+def test_ack_reply_counts_what_is_not_a_json_true() -> None:
+    body = (b'[{"index":0,"success":true},{"index":1,"success":false,"error":"Invalid or expired lease"},'
+            b'{"index":2,"success":1},{"index":3}]')
     for backend in (PY, CY):
         results, refused = backend.decode_ack_reply(body, 4)
         assert [r["index"] for r in results] == [0, 1, 2, 3]
         assert refused == 3  # only a JSON true is an accepted ack: false, 1 and a missing one are not
-    for body, count in ((b'[{"success":true}]', 2), (b'[{"success":true},3]', 2), (b'{"error":"nope"}', 1),
-                        (b'{"x":1}', 1), (b'"s"', 1), (b"", 1)):
-        texts = []
-        for backend in (PY, CY):
-            with pytest.raises(Exception) as info:
-                backend.decode_ack_reply(body, count)
-            texts.append((info.type, str(info.value), getattr(info.value, "body", None)))
-        assert texts[0] == texts[1], (body, texts)
-    with pytest.raises(Exception, match="ack reply has 1 results for 2 messages"):
-        CY.decode_ack_reply(b'[{"success":true}]', 2)
 
 
 @SETTINGS

@@ -10,8 +10,9 @@ deadline instead.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -802,6 +803,32 @@ def _fetchers(room: int) -> Tuple[Any, Any, _ScriptedBroker, _RecordingLanes]:
     return st, _fetching.Fetchers(st, broker, spec, lanes, None, None), broker, lanes  # type: ignore[arg-type]
 
 
+def _backlog(st: Any, fetchers: Any, room: int, **state: int) -> None:
+    """A fetcher's full pop made a backlog, and all was handled since (``room`` free);
+    then ``state``'s attributes of ``st`` are set."""
+    with st.lock:
+        st.free_slots, st.reserved = 0, 10
+        fetchers._pop_done_locked(10, [{}] * 10)
+        st.free_slots, st.reserved = room, 0
+        for name, value in state.items():
+            setattr(st, name, value)
+
+
+@contextlib.contextmanager
+def _fetcher_running(st: Any, fetchers: Any, broker: _ScriptedBroker) -> Iterator[None]:
+    """Fetcher 0 runs in a thread for the ``with`` body; then it is stopped and joined."""
+    fetcher = threading.Thread(target=fetchers.run, args=(0,), daemon=True)
+    fetcher.start()
+    try:
+        yield
+    finally:
+        with st.lock:
+            st.request_stop_locked("stopped")
+        broker.release.set()
+        fetcher.join(DEADLINE_S)
+    assert not fetcher.is_alive()
+
+
 def test_the_backlog_lasts_from_a_full_pop_to_an_empty_one() -> None:
     # a draining queue (partitions running dry one by one) answers short pops before it is
     # empty: the workers keep popping through them, and only an empty pop hands the queue
@@ -839,27 +866,15 @@ def test_a_fetchers_long_poll_on_its_way_holds_a_worker_back() -> None:
     # would come back empty (and end the backlog), so the worker leaves the next pop to it,
     # with room left or not
     st, fetchers, broker, lanes = _fetchers(room=20)
-    with st.lock:
-        st.free_slots, st.reserved = 0, 10
-        fetchers._pop_done_locked(10, [{}] * 10)  # a backlog
-        st.free_slots, st.reserved = 20, 0
-        st.fetchers_alive = 1
-        st.idle_workers = 1  # a worker waits for work: through a backlog, only then a fetcher pops
-    fetcher = threading.Thread(target=fetchers.run, args=(0,), daemon=True)
-    fetcher.start()
-    try:
+    # a worker waits for work: through a backlog, only then a fetcher pops
+    _backlog(st, fetchers, 20, fetchers_alive=1, idle_workers=1)
+    with _fetcher_running(st, fetchers, broker):
         assert broker.polling.wait(DEADLINE_S)  # the fetcher's long poll holds 10 of the room
         with st.lock:
             st.idle_workers = 0  # a worker finished a unit meanwhile, and would pop
         broker.script.append(10)
         assert fetchers.pop_for_worker() is False
         assert broker.asked == [(10, True)] and lanes.queued == []
-    finally:
-        with st.lock:
-            st.request_stop_locked("stopped")
-        broker.release.set()
-        fetcher.join(DEADLINE_S)
-    assert not fetcher.is_alive()
 
 
 def test_through_a_backlog_a_fetcher_pops_only_for_an_idle_worker_or_ahead_of_busy_ones() -> None:
@@ -886,12 +901,8 @@ def test_a_worker_pops_itself_beside_a_fetchers_pop_for_an_idle_worker() -> None
     # worker that finishes its unit: that one pops for itself (else each fetcher's pop would
     # idle one more worker, and the fetchers would end up doing every pop)
     st, fetchers, broker, lanes = _fetchers(room=30)
-    with st.lock:
-        st.free_slots, st.reserved = 0, 10
-        fetchers._pop_done_locked(10, [{}] * 10)  # a backlog
-        st.free_slots, st.reserved = 30, 0
-        st.workers, st.idle_workers = 3, 1
-        fetchers._fetching = 1  # the fetcher's pop for the idle worker, on its way
+    _backlog(st, fetchers, 30, workers=3, idle_workers=1)
+    fetchers._fetching = 1  # the fetcher's pop for the idle worker, on its way
     broker.script.append(10)
     assert fetchers.pop_for_worker() is True
     assert broker.asked == [(10, False)] and lanes.queued == [10]
@@ -907,14 +918,8 @@ def test_fetchers_stand_by_through_a_backlog_until_a_worker_waits(slow_ticks: No
     # and an empty pop ending the backlog wakes them all (a missed wake would hang here:
     # slow_ticks makes every wait a minute long)
     st, fetchers, broker, lanes = _fetchers(room=20)
-    with st.lock:
-        st.free_slots, st.reserved = 0, 10
-        fetchers._pop_done_locked(10, [{}] * 10)  # a backlog
-        st.free_slots, st.reserved = 20, 0
-        st.fetchers_alive = 1
-    fetcher = threading.Thread(target=fetchers.run, args=(0,), daemon=True)
-    fetcher.start()
-    try:
+    _backlog(st, fetchers, 20, fetchers_alive=1)
+    with _fetcher_running(st, fetchers, broker):
         assert wait_until(lambda: st.standby._waiters, DEADLINE_S)  # standing by, no pop
         assert broker.asked == []
         with st.lock:  # what Lanes.run does when a worker finds nothing queued
@@ -922,9 +927,3 @@ def test_fetchers_stand_by_through_a_backlog_until_a_worker_waits(slow_ticks: No
             st.standby.notify()
         assert broker.polling.wait(DEADLINE_S)
         assert broker.asked == [(10, True)]
-    finally:
-        with st.lock:
-            st.request_stop_locked("stopped")
-        broker.release.set()
-        fetcher.join(DEADLINE_S)
-    assert not fetcher.is_alive()

@@ -10,6 +10,8 @@ A :class:`Consumer` runs three kinds of threads over one queue builder's setting
   (and ``limit(n)`` never overshoots); while the workers are busy a fetcher pops ahead of
   them with the room there is (at least half a batch: prefetch). Long polls are capped at
   :data:`POLL_CAP_MILLIS` so a stop is prompt; an idle consumer sends one long poll at a time.
+  Through a backlog (below) the fetchers stand by: one pops only for a worker waiting for
+  work that no fetcher's pop is on its way to, or ahead of workers all in a handler.
 * ``concurrency`` **workers** run the handler. A pop is split per partition into *lanes*;
   a lane is run by one worker at a time, in pop order: within one partition handling order
   equals push order, different partitions run in parallel. While the queue has a backlog
@@ -17,7 +19,8 @@ A :class:`Consumer` runs three kinds of threads over one queue builder's setting
   finished its unit and finds nothing queued and no fetcher's pop on its way pops itself
   (no long poll, read timeout ``ack_timeout_millis``) with the room it freed, and runs
   what that brings: in the steady state one thread pops, handles and acks, without the two
-  hand-offs between threads a fetcher's pop costs.
+  hand-offs between threads a fetcher's pop costs. (A fetcher's pop on its way holds a
+  finishing worker back only when no idle worker waits for it.)
 * with ``renew_lease(True)``, a **renewer** extends every lease that still has unfinished
   messages; a lease the broker refuses is lost to this consumer (its messages are neither
   handled nor acked; the broker redelivers them).

@@ -11,6 +11,12 @@ idle time left) so that a stop is prompt. Fetcher 0 always polls; the others res
 empty pop until some pop brings messages again, so an idle consumer sends one long poll at
 a time.
 
+**Standing by through a backlog**: while the workers pop for themselves (below), the
+fetchers wait on ``ConsumerState.standby`` and one pops only when it is wanted
+(:meth:`Fetchers._wanted_locked`): for a lane worker waiting for work that no fetcher's pop
+is on its way to yet (one pop per idle worker), or ahead of workers that are all in a
+handler (prefetch). A worker that starts waiting wakes one, the end of the backlog all.
+
 A transient pop failure (connection, timeout, 5xx, 429) is retried forever with backoff and
 logged once as an outage (``_outage``); any other refusal of a pop (authentication, a
 broker error) stops the consumer with that exception. Messages of a pop that comes back
@@ -18,7 +24,8 @@ after a stop request are released at once (ack status ``retry``, ``_acks``).
 
 **A worker's own pop** (:meth:`Fetchers.pop_for_worker`): a worker that has finished its
 unit and finds no lane queued pops itself while the queue has a backlog (a pop brought all
-it asked for since the last empty one) and no fetcher's pop is in flight, under the same room and limit
+it asked for since the last empty one) and no fetcher's pop is in flight that no idle worker
+waits for, under the same room and limit
 rules, without a long poll, and runs the first lane it brings. The room its unit freed
 wakes no fetcher meanwhile (``ConsumerState.room_deferred``); if the worker does not pop,
 it passes that wake on. A hand-off between threads is a context switch and a GIL
@@ -214,9 +221,11 @@ class Fetchers:
     def pop_for_worker(self) -> bool:
         """One pop made by a lane worker that has finished its unit and found no lane queued
         (it would otherwise wait for the next pop); the worker then runs what it brought. Not
-        while a fetcher's pop is in flight: that one was made ahead for the workers, and a
-        long poll waiting at the broker takes the next batch the moment there is one (a
-        worker's pop racing it would mostly come back empty).
+        while more fetchers' pops are in flight than idle workers wait for: such a pop was
+        made ahead for the workers, and a long poll waiting at the broker takes the next batch
+        the moment there is one (a worker's pop racing it would mostly come back empty). A
+        pop on its way to an idle worker holds no other worker back (else each such pop would
+        idle one more worker, and the fetchers would end up making every pop).
 
         In the steady state this saves the two thread hand-offs of a fetcher's pop (the
         fetcher waking a worker, the worker's freed room waking a fetcher), each a context
