@@ -792,6 +792,9 @@ class _RecordingLanes:
     def put_locked(self, units: List[Any], runner: bool = False) -> None:
         self.queued.extend(len(u.msgs) for u in units)
 
+    def queued_locked(self) -> int:
+        return 0  # every unit is taken by a worker at once
+
 
 def _fetchers(room: int) -> Tuple[Any, Any, _ScriptedBroker, _RecordingLanes]:
     """``(state, fetchers, broker, lanes)`` of a consumer of batch 10 and ``room``."""
@@ -927,3 +930,48 @@ def test_fetchers_stand_by_through_a_backlog_until_a_worker_waits(slow_ticks: No
             st.standby.notify()
         assert broker.polling.wait(DEADLINE_S)
         assert broker.asked == [(10, True)]
+
+
+def test_after_a_worker_pop_lost_a_race_workers_leave_the_pops_to_the_fetchers() -> None:
+    # more workers than partitions with messages: the fetchers' long polls hold every such
+    # partition, and a worker's own pop beside them comes back empty (and ends the backlog,
+    # which the next fetcher's pop starts again): after one such empty pop, a worker pops
+    # only with no fetcher's pop in flight, until such a pop of its own brings messages
+    st, fetchers, broker, lanes = _fetchers(room=40)
+    _backlog(st, fetchers, 40, workers=4, idle_workers=2)
+    fetchers._fetching = 1  # on its way to one of the two idle workers
+    broker.script.append(0)
+    assert fetchers.pop_for_worker() is False  # popped (the rule allowed it), came back empty
+    assert broker.asked == [(10, False)] and fetchers._race_lost
+    _backlog(st, fetchers, 40, idle_workers=2)  # a fetcher's full pop: a backlog again
+    assert fetchers.pop_for_worker() is False and broker.asked == [(10, False)]  # held back now
+    fetchers._fetching = 0
+    broker.script.append(10)
+    assert fetchers.pop_for_worker() is True  # none in flight: it pops, and it brought messages
+    assert not fetchers._race_lost
+    fetchers._fetching = 1
+    broker.script.append(10)
+    assert fetchers.pop_for_worker() is True  # beside a pop for an idle worker again
+    assert broker.asked == [(10, False)] * 3 and lanes.queued == [10, 10]
+
+
+def test_a_worker_woken_for_a_queued_lane_needs_no_fetchers_pop() -> None:
+    st, fetchers, broker, lanes = _fetchers(room=40)
+    lanes.queued_locked = lambda: 1  # type: ignore[method-assign]  # a lane waits for the idle worker
+    _backlog(st, fetchers, 40, workers=2, idle_workers=1)
+    with st.lock:
+        assert not fetchers._wanted_locked()
+        st.idle_workers = 2
+        assert fetchers._wanted_locked()
+
+
+def test_more_workers_than_partitions_make_no_run_of_empty_pops(client: Queen, qname: str, monkeypatch: Any) -> None:
+    # 8 workers, 2 partitions: the workers' own pops would race the fetchers' long polls that
+    # hold both partitions and come back empty, one per batch (before: about 230 of 430 pops)
+    _push(client, qname, 2, 500)
+    pops = _record_pops(monkeypatch)
+    res = client.queue(qname).group("g").batch(10).concurrency(8).limit(1000).idle_millis(10000).consume(
+        lambda msgs: None)
+    assert (res.reason, res.handled, res.acked) == ("limit", 1000, 1000), res
+    empty = [x for x in _worker_pops(pops) if x[3] == 0]
+    assert len(empty) <= 5, (len(empty), len(pops))

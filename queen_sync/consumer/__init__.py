@@ -20,7 +20,8 @@ A :class:`Consumer` runs three kinds of threads over one queue builder's setting
   (no long poll, read timeout ``ack_timeout_millis``) with the room it freed, and runs
   what that brings: in the steady state one thread pops, handles and acks, without the two
   hand-offs between threads a fetcher's pop costs. (A fetcher's pop on its way holds a
-  finishing worker back only when no idle worker waits for it.)
+  finishing worker back only when no idle worker waits for it, or once a worker's pop came
+  back empty beside fetchers' pops: more workers than partitions with messages.)
 * with ``renew_lease(True)``, a **renewer** extends every lease that still has unfinished
   messages; a lease the broker refuses is lost to this consumer (its messages are neither
   handled nor acked; the broker redelivers them).

@@ -25,7 +25,9 @@ after a stop request are released at once (ack status ``retry``, ``_acks``).
 **A worker's own pop** (:meth:`Fetchers.pop_for_worker`): a worker that has finished its
 unit and finds no lane queued pops itself while the queue has a backlog (a pop brought all
 it asked for since the last empty one) and no fetcher's pop is in flight that no idle worker
-waits for, under the same room and limit
+waits for (none at all, once a worker's pop came back empty beside fetchers' pops in flight:
+their long polls hold every partition with messages, as when there are more workers than
+such partitions, until a worker's pop with none in flight brings messages), under the same room and limit
 rules, without a long poll, and runs the first lane it brings. The room its unit freed
 wakes no fetcher meanwhile (``ConsumerState.room_deferred``); if the worker does not pop,
 it passes that wake on. A hand-off between threads is a context switch and a GIL
@@ -87,6 +89,10 @@ class Fetchers:
         self._renewer = renewer
         self._work_gen = 0  # pops that brought messages (wakes the resting fetchers)
         self._backlog = False  # a pop brought all it asked for since the last empty one
+        # a worker's pop came back empty beside fetchers' pops in flight (they hold every
+        # partition with messages: more workers than such partitions); until a worker's pop
+        # with no fetcher's in flight brings messages, a worker pops only with none in flight
+        self._race_lost = False
         self._fetching = 0  # fetchers' pops in flight (a worker waits for those, it does not pop)
         self._specs: Dict[Tuple[int, int, bool], PopSpec] = {}  # see _pop_spec
 
@@ -116,7 +122,13 @@ class Fetchers:
         meanwhile wait for it (pop_for_worker), and more pops for it would hand every
         batch from a fetcher to a worker from then on (two thread hand-offs each)."""
         st = self._st
-        return st.idle_workers > self._fetching or st.handlers_running >= st.workers
+        return self._idle_uncovered_locked() > self._fetching or st.handlers_running >= st.workers
+
+    def _idle_uncovered_locked(self) -> int:
+        """Lane workers waiting for work that no lane queued is waiting for (a worker woken
+        for a queued lane counts as idle until it runs: without this, each pop would wake one
+        worker and send a fetcher's pop for it too)."""
+        return max(0, self._st.idle_workers - self._lanes.queued_locked())
 
     def _reserve_locked(self) -> int:
         """Reserve room (and limit budget) for one pop if there is enough: its size, ``0``
@@ -225,7 +237,9 @@ class Fetchers:
         made ahead for the workers, and a long poll waiting at the broker takes the next batch
         the moment there is one (a worker's pop racing it would mostly come back empty). A
         pop on its way to an idle worker holds no other worker back (else each such pop would
-        idle one more worker, and the fetchers would end up making every pop).
+        idle one more worker, and the fetchers would end up making every pop), unless a
+        worker's pop beside fetchers' pops came back empty since a worker's pop with none in
+        flight last brought messages (``_race_lost``: the long polls hold every partition).
 
         In the steady state this saves the two thread hand-offs of a fetcher's pop (the
         fetcher waking a worker, the worker's freed room waking a fetcher), each a context
@@ -246,7 +260,8 @@ class Fetchers:
         read timeout ``ack_timeout_millis``.
         """
         with self._st.lock:
-            if not self._backlog or self._fetching > self._st.idle_workers:
+            beside = self._fetching  # fetchers' pops in flight beside this one
+            if not self._backlog or beside > (0 if self._race_lost else self._idle_uncovered_locked()):
                 if self._st.free_slots > 0:
                     self._st.room.notify()  # the wake the worker's resolve deferred (Lanes.run)
                 return False
@@ -271,6 +286,10 @@ class Fetchers:
             self._pop_done_locked(n, messages)
             if not messages:
                 self._st.pops_in_flight -= 1
+                if beside:
+                    self._race_lost = True
+            elif not beside:
+                self._race_lost = False
         if not messages:
             return False
         # the pop stays in flight until its messages are outstanding (_dispatch): no fetcher

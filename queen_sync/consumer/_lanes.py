@@ -123,6 +123,10 @@ class Lanes:
         if queued > 0:
             self._st.work.notify(queued)
 
+    def queued_locked(self) -> int:
+        """How many lanes wait in the run queue for a worker (lock held)."""
+        return len(self._runq)
+
     def take_waiting_locked(self) -> List[Unit]:
         """Take back the units of every lane whose handler is not running (to release them).
         A running lane keeps its units: releasing them would free the partition (the lease is
