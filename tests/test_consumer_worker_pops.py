@@ -896,6 +896,10 @@ def test_through_a_backlog_a_fetcher_pops_only_for_an_idle_worker_or_ahead_of_bu
         assert fetchers._wanted_locked()  # the other one waits too
         st.idle_workers, st.handlers_running = 0, 2
         assert fetchers._wanted_locked()  # both in a handler: a pop ahead of them (prefetch)
+        st.handlers_running, st.handler_time_s, st.pop_time_s = 1, 0.0001, 0.002
+        assert not fetchers._wanted_locked()  # one in a quick handler: the other pops itself
+        st.handler_time_s = 0.05
+        assert fetchers._wanted_locked()  # handlers slower than a pop: one ahead spares a wait
         fetchers._fetching = 0
 
 

@@ -11,7 +11,8 @@ A :class:`Consumer` runs three kinds of threads over one queue builder's setting
   them with the room there is (at least half a batch: prefetch). Long polls are capped at
   :data:`POLL_CAP_MILLIS` so a stop is prompt; an idle consumer sends one long poll at a time.
   Through a backlog (below) the fetchers stand by: one pops only for a worker waiting for
-  work that no fetcher's pop is on its way to, or ahead of workers all in a handler.
+  work that no fetcher's pop is on its way to, or ahead of the workers when all are in a
+  handler or handlers take about as long as a worker's pop or longer.
 * ``concurrency`` **workers** run the handler. A pop is split per partition into *lanes*;
   a lane is run by one worker at a time, in pop order: within one partition handling order
   equals push order, different partitions run in parallel. While the queue has a backlog

@@ -14,8 +14,9 @@ a time.
 **Standing by through a backlog**: while the workers pop for themselves (below), the
 fetchers wait on ``ConsumerState.standby`` and one pops only when it is wanted
 (:meth:`Fetchers._wanted_locked`): for a lane worker waiting for work that no fetcher's pop
-is on its way to yet (one pop per idle worker), or ahead of workers that are all in a
-handler (prefetch). A worker that starts waiting wakes one, the end of the backlog all.
+is on its way to yet (one pop per idle worker), or ahead of the workers (prefetch) when they
+are all in a handler, or some are and handler calls take about as long as a worker's pop or
+longer (running averages). A worker that starts waiting wakes one, the end of the backlog all.
 
 A transient pop failure (connection, timeout, 5xx, 429) is retried forever with backoff and
 logged once as an outage (``_outage``); any other refusal of a pop (authentication, a
@@ -51,7 +52,7 @@ from ._lanes import Lanes
 from ._leases import Renewer
 from ._log import log
 from ._outage import backoff, transient
-from ._state import TICK_S, ConsumerState, Lease, Message, Unit
+from ._state import EWMA_WEIGHT, TICK_S, ConsumerState, Lease, Message, Unit
 
 __all__ = ["Fetchers", "POLL_CAP_MILLIS"]
 
@@ -117,12 +118,15 @@ class Fetchers:
     def _wanted_locked(self) -> bool:
         """Whether a fetcher's pop is wanted through a backlog, where the workers pop for
         themselves: for a worker waiting for work that no fetcher's pop is on its way to
-        yet, or ahead of workers that are all in a handler (prefetch). One pop per idle
-        worker, not one per fetcher: a fetcher's pop in flight makes a worker that finishes
-        meanwhile wait for it (pop_for_worker), and more pops for it would hand every
-        batch from a fetcher to a worker from then on (two thread hand-offs each)."""
+        yet, or ahead of the workers (prefetch) when they are all in a handler, or when some
+        are and a handler call takes about as long as a worker's pop or longer
+        (``ConsumerState.slow_handlers_locked``). One pop per idle worker, not one per
+        fetcher: a fetcher's pop in flight makes a worker that finishes meanwhile wait for
+        it (pop_for_worker), and more pops for it would hand every batch from a fetcher to a
+        worker from then on (two thread hand-offs each, more than quick handlers take)."""
         st = self._st
-        return self._idle_uncovered_locked() > self._fetching or st.handlers_running >= st.workers
+        return (self._idle_uncovered_locked() > self._fetching or st.handlers_running >= st.workers
+                or (st.handlers_running > 0 and st.slow_handlers_locked()))
 
     def _idle_uncovered_locked(self) -> int:
         """Lane workers waiting for work that no lane queued is waiting for (a worker woken
@@ -284,6 +288,8 @@ class Fetchers:
         self._st.outage.success(t0)
         with self._st.lock:
             self._pop_done_locked(n, messages)
+            # (a worker's pop, not a fetcher's: a long poll's time is the broker's wait)
+            self._st.pop_time_s += EWMA_WEIGHT * (time.monotonic() - t0 - self._st.pop_time_s)
             if not messages:
                 self._st.pops_in_flight -= 1
                 if beside:

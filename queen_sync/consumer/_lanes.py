@@ -38,7 +38,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional
 from ._acks import Acks
 from ._calls import settled_count, settled_status
 from ._log import MAX_IDS_LOGGED, ids, log, more
-from ._state import TICK_S, ConsumerState, Message, Unit
+from ._state import EWMA_WEIGHT, TICK_S, ConsumerState, Message, Unit
 
 __all__ = ["Lane", "Lanes", "MAX_ERROR_TEXT"]
 
@@ -242,6 +242,8 @@ class Lanes:
             if self._st.free_slots > 0:
                 if self._st.handlers_running == 1:
                     self._st.room.notify()  # a fetcher may pop ahead now (prefetch: while handlers run)
+                    if self._st.slow_handlers_locked():
+                        self._st.standby.notify()  # the same through a backlog (Fetchers._wanted_locked)
                 if self._st.handlers_running == self._st.workers:
                     self._st.standby.notify()  # every worker is in a handler: a fetcher pops ahead (backlog)
             if first + len(msgs) >= len(unit.msgs):
@@ -249,7 +251,7 @@ class Lanes:
                 # worker has seen whether it pops itself (run); an earlier message's (each())
                 # wakes one at once, as a fetcher may pop ahead with it while this unit goes on
                 self._st.room_deferred.add(threading.get_ident())
-            self._st.last_activity = time.monotonic()
+            started = self._st.last_activity = time.monotonic()
         settled_before = settled_count()
         raiser = "handler"  # what the log line names if this raises
         try:
@@ -262,7 +264,8 @@ class Lanes:
                 with self._st.lock:
                     # the idle clock (and "unreachable" while acks are pending) runs from here
                     self._st.handlers_running -= 1
-                    self._st.last_activity = time.monotonic()
+                    self._st.last_activity = ended = time.monotonic()
+                    self._st.handler_time_s += EWMA_WEIGHT * (ended - started - self._st.handler_time_s)
         except BaseException as exc:
             if not isinstance(exc, Exception):
                 # SystemExit & co end the thread (and the consumer); this call's messages and

@@ -33,12 +33,15 @@ from typing import Any, Dict, List, Optional, Set
 
 from ._outage import Outage
 
-__all__ = ["ConsumeResult", "ConsumerState", "Lease", "Message", "TICK_S", "Unit"]
+__all__ = ["ConsumeResult", "ConsumerState", "EWMA_WEIGHT", "Lease", "Message", "TICK_S", "Unit"]
 
 Message = Dict[str, Any]
 
 #: Longest a consumer thread sleeps before it looks at the stop conditions again, in seconds.
 TICK_S = 0.1
+
+#: Weight of the latest sample in the running averages of handler and pop times.
+EWMA_WEIGHT = 0.2
 
 
 @dataclass
@@ -195,6 +198,10 @@ class ConsumerState:
         self.pops_in_flight = 0
         self.handlers_running = 0  # handler / callback calls under way
         self.idle_workers = 0  # lane workers waiting for a queued lane (Lanes.run)
+        #: running averages, in seconds, of a handler call (Lanes._deliver) and of a lane
+        #: worker's own pop (Fetchers.pop_for_worker): see slow_handlers_locked
+        self.handler_time_s = 0.0
+        self.pop_time_s = 0.0
         self.free_slots = room
         #: threads of lane workers in their unit's last handler call and its ack: the room they
         #: free wakes no fetcher until the worker has seen whether it pops itself (Lanes.run,
@@ -224,6 +231,13 @@ class ConsumerState:
             self.stopping = True
             self.stop_evt.set()
         self.notify_everyone_locked()
+
+    def slow_handlers_locked(self) -> bool:
+        """Whether a handler call takes about as long as a pop's round trip, or longer: then
+        a pop ahead of the workers (prefetch) spares them a wait, where with quicker handlers
+        the worker's own pop after its unit costs less than a fetcher's pop handed over to
+        it (two thread hand-offs)."""
+        return self.handler_time_s >= self.pop_time_s
 
     def notify_everyone_locked(self) -> None:
         """Wake every waiting thread (a stop request, a fetcher ending, the stop phase)."""
