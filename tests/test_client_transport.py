@@ -539,6 +539,6 @@ def test_each_call_gets_the_read_timeout_it_asks_for(broker_url: str, monkeypatc
         for ms in asked:
             assert t.request("GET", "/health", idempotent=True, timeout_millis=ms).status == 200
         assert seen == [(1.5, 4.0 if ms is None else ms / 1000.0) for ms in asked]
-        assert 0 < len(t._timeouts) <= _transport._MAX_TIMEOUTS
+        assert 0 < _transport._timeout.cache_info().currsize <= _transport._MAX_TIMEOUTS
     finally:
         t.close()

@@ -39,11 +39,12 @@ client CPU per batch than decoding the pop (``benchmarks/bench_consume.py``).
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import operator
 import time
 from dataclasses import replace
-from typing import Any, Dict, List, Optional, Tuple, cast
+from typing import Any, List, Optional, Tuple, cast
 
 from ..errors import ClientClosedError
 from ._acks import Acks
@@ -60,11 +61,19 @@ __all__ = ["Fetchers", "POLL_CAP_MILLIS"]
 POLL_CAP_MILLIS = 1000
 _PARTITION_ID = operator.itemgetter("partitionId")
 
-#: Most pop settings :meth:`Fetchers._pop_spec` keeps.
+#: Most pop settings :func:`_derived` keeps.
 _MAX_SPECS = 64
 
 #: Pause between two pops without long poll (``wait(False)``) that came back empty, in seconds.
 NO_WAIT_PAUSE_S = 0.1
+
+
+@functools.lru_cache(maxsize=_MAX_SPECS)
+def _derived(spec: PopSpec, batch: int, wait: bool, timeout_millis: int,
+             read_timeout_millis: Optional[int]) -> PopSpec:
+    """``spec`` with these settings, made once and kept: a few sizes and timeouts recur, and
+    ``dataclasses.replace`` per pop costs more than the pop's own bookkeeping."""
+    return replace(spec, batch=batch, wait=wait, timeout_millis=timeout_millis, read_timeout_millis=read_timeout_millis)
 
 
 class Fetchers:
@@ -95,7 +104,6 @@ class Fetchers:
         # with no fetcher's in flight brings messages, a worker pops only with none in flight
         self._race_lost = False
         self._fetching = 0  # fetchers' pops in flight (a worker waits for those, it does not pop)
-        self._specs: Dict[Tuple[int, int, bool], PopSpec] = {}  # see _pop_spec
 
     def _acquire(self) -> int:
         """Reserve room (and limit budget) for one pop, waiting for it, and count the pop as
@@ -305,20 +313,10 @@ class Fetchers:
 
     def _pop_spec(self, n: int, timeout_millis: int, worker: bool) -> PopSpec:
         """The pop of ``n`` messages with long-poll ``timeout_millis`` (a fetcher's), or a
-        worker's own (no long poll, read timeout ``ack_timeout_millis``): made once and kept,
-        a few sizes and timeouts recur (``dataclasses.replace`` per pop costs more than the
-        pop's own bookkeeping)."""
-        key = (n, timeout_millis, worker)
-        spec = self._specs.get(key)
-        if spec is None:
-            if len(self._specs) >= _MAX_SPECS:
-                self._specs.clear()  # idle-bounded timeouts vary: keep the cache bounded
-            if worker:
-                spec = replace(self._spec, batch=n, wait=False, read_timeout_millis=self._broker.call_timeout_millis())
-            else:
-                spec = replace(self._spec, batch=n, timeout_millis=timeout_millis)
-            self._specs[key] = spec
-        return spec
+        worker's own (no long poll, read timeout ``ack_timeout_millis``); see :func:`_derived`."""
+        if worker:
+            return _derived(self._spec, n, False, self._spec.timeout_millis, self._broker.call_timeout_millis())
+        return _derived(self._spec, n, self._spec.wait, timeout_millis, self._spec.read_timeout_millis)
 
     def _pop_failed(self, exc: BaseException, n: int, t0: float, fetcher: bool) -> bool:
         """Record a pop (a fetcher's, or a worker's own) for ``n`` reserved messages that

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import hashlib
 import ipaddress
 import itertools
@@ -54,11 +55,18 @@ DEFAULT_POOL_MAXSIZE = 64
 LOAD_BALANCING_STRATEGIES = ("round-robin", "affinity")
 
 _USER_AGENT = "queen-sync/0.1.0"
-#: Most read timeouts whose urllib3.Timeout a Transport keeps.
+#: Most read timeouts whose urllib3.Timeout is kept (:func:`_timeout`).
 _MAX_TIMEOUTS = 32
 
 
 _LIVE: "weakref.WeakSet[Transport]" = weakref.WeakSet()
+
+
+@functools.lru_cache(maxsize=_MAX_TIMEOUTS)
+def _timeout(connect_s: Optional[float], read_millis: int) -> urllib3.Timeout:
+    """The Timeout of a call with read timeout ``read_millis`` (a few recur: a long poll's, an
+    ack's). Made once and shared: urllib3 clones the one it is given per request."""
+    return urllib3.Timeout(connect=connect_s, read=int(read_millis) / 1000.0)
 
 
 def _reset_all_after_fork() -> None:
@@ -199,9 +207,6 @@ class Transport:
         ) / 1000.0
         # built once: urllib3 clones a Timeout per request, so one instance is shared safely
         self._default_timeout = urllib3.Timeout(connect=self._connect_timeout_s, read=timeout_millis / 1000.0)
-        #: the Timeout of each read timeout asked for (a few recur: a long poll's, an ack's);
-        #: urllib3 clones the one it is given per request, so one object may serve them all
-        self._timeouts: Dict[int, urllib3.Timeout] = {}
         self._attempts = retry_attempts
         self._push_budget_s = push_retry_timeout_millis / 1000.0
         self._retry_after_cap_s = retry_max_delay_millis / 1000.0
@@ -461,12 +466,7 @@ class Transport:
         if timeout_millis is None:
             timeout = self._default_timeout
         else:
-            timeout = self._timeouts.get(timeout_millis)  # type: ignore[assignment]
-            if timeout is None:
-                if len(self._timeouts) >= _MAX_TIMEOUTS:
-                    self._timeouts.clear()  # idle-bounded long polls vary: keep it bounded
-                timeout = urllib3.Timeout(connect=self._connect_timeout_s, read=int(timeout_millis) / 1000.0)
-                self._timeouts[timeout_millis] = timeout
+            timeout = _timeout(self._connect_timeout_s, timeout_millis)
         target = path + ("?" + urlencode(query) if query else "")
 
         n = len(self._urls)
