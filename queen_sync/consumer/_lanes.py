@@ -239,13 +239,14 @@ class Lanes:
         with self._st.lock:
             self._st.stats.handled += len(msgs)
             self._st.handlers_running += 1
+            running = self._st.handlers_running
             if self._st.free_slots > 0:
-                if self._st.handlers_running == 1:
+                if running == 1:
                     self._st.room.notify()  # a fetcher may pop ahead now (prefetch: while handlers run)
-                    if self._st.slow_handlers_locked():
-                        self._st.standby.notify()  # the same through a backlog (Fetchers._wanted_locked)
-                if self._st.handlers_running == self._st.workers:
-                    self._st.standby.notify()  # every worker is in a handler: a fetcher pops ahead (backlog)
+                if running == self._st.workers or (running == 1 and self._st.slow_handlers_locked()):
+                    # the same through a backlog: all workers in a handler, or slow handlers
+                    # (the cases of Fetchers._wanted_locked that a handler starting creates)
+                    self._st.standby.notify()
             if first + len(msgs) >= len(unit.msgs):
                 # the unit's last call: the room its ack frees wakes no fetcher until this
                 # worker has seen whether it pops itself (run); an earlier message's (each())
